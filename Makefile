@@ -1,0 +1,47 @@
+# The two commands that are the contract: `make demo` and `make test`.
+# Both set everything up on a fresh machine; later runs reuse .venv and the model cache.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS ?= dev,models,local,server
+
+.PHONY: all setup test lint typecheck pytest demo bench models clean
+
+all: test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip wheel
+
+# Reinstall when the project's dependency list changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+setup: $(STAMP) models
+
+models: $(STAMP)
+	$(BIN)/closedloop models pull --all
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: setup lint typecheck pytest
+
+demo: setup
+	$(BIN)/closedloop demo
+
+bench: setup
+	$(BIN)/python bench/control_overhead.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""closedloop.agent (see ARCHITECTURE.md)."""

@@ -1,0 +1,50 @@
+"""Root of the command line: one typer app, one sub-app per concern.
+
+Every ``ClosedLoopError`` that reaches here is printed as one readable line and
+exits with status 2; a traceback is for bugs, never for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from .._exceptions import ClosedLoopError
+from ._demo import app as demo_app
+from ._models import app as models_app
+
+app = typer.Typer(
+    name="closedloop",
+    help="Run LLM agents as closed-loop control systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(demo_app, name="demo")
+app.add_typer(models_app, name="models")
+
+_err = Console(stderr=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of raising SystemExit."""
+    try:
+        app(args=argv, standalone_mode=False, prog_name="closedloop")
+    except ClosedLoopError as exc:
+        _err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        return 2
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except KeyboardInterrupt:
+        _err.print("interrupted")
+        return 130
+    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
+        from click.exceptions import ClickException
+
+        if isinstance(exc, ClickException):
+            exc.show(file=sys.stderr)
+            return exc.exit_code
+        raise
+    return 0

@@ -1,0 +1,1 @@
+"""closedloop.decision (see ARCHITECTURE.md)."""

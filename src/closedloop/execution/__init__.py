@@ -1,0 +1,1 @@
+"""closedloop.execution (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""closedloop.feedback (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""closedloop.harness (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""closedloop.models (see ARCHITECTURE.md)."""

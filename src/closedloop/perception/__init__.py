@@ -1,0 +1,1 @@
+"""closedloop.perception (see ARCHITECTURE.md)."""

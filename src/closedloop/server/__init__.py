@@ -1,0 +1,1 @@
+"""closedloop.server (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""closedloop.world (see ARCHITECTURE.md)."""

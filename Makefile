@@ -38,7 +38,7 @@ pytest: $(STAMP)
 test: setup lint typecheck pytest
 
 demo: setup
-	$(BIN)/closedloop demo
+	$(BIN)/closedloop demo control
 
 bench: setup
 	$(BIN)/python bench/control_overhead.py

@@ -29,3 +29,19 @@ def closedloop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 # --- models: real-model guard (owned by the models area) ---
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "real_model: the test may call real models (local GGUF or a real server)"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _real_model_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Block real model calls in every test unless it is marked ``real_model``."""
+    from closedloop.models import allow_real_model_calls
+
+    allowed = request.node.get_closest_marker("real_model") is not None
+    with allow_real_model_calls(allowed):
+        yield

@@ -6,8 +6,6 @@ exits with status 2; a traceback is for bugs, never for bad input.
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich.console import Console
 
@@ -29,22 +27,18 @@ _err = Console(stderr=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status instead of raising SystemExit."""
+    """Run the CLI; returns the exit status instead of raising SystemExit.
+
+    Usage errors are click's (usage line, exit 2); our own errors are one line, exit 2.
+    """
     try:
-        app(args=argv, standalone_mode=False, prog_name="closedloop")
+        app(args=argv, standalone_mode=True, prog_name="closedloop")
     except ClosedLoopError as exc:
         _err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
         return 2
     except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    except KeyboardInterrupt:
-        _err.print("interrupted")
-        return 130
-    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
-        from click.exceptions import ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show(file=sys.stderr)
-            return exc.exit_code
-        raise
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        _err.print(str(exc.code), highlight=False)
+        return 1
     return 0

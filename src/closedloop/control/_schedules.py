@@ -1,0 +1,198 @@
+"""Schedules: from a control signal ``u ∈ [0, 1]`` to actuator settings.
+
+A schedule is a small frozen object, called as ``schedule(u)``. Two kinds cover the
+seeds: :class:`ScheduleLevels` (a step function over named levels) and
+:class:`ScheduleLinear` (``offset + slope·u``). :class:`ActuatorSchedule` combines one
+schedule per actuator into a single :class:`ActuatorSettings` record for the step.
+
+Every schedule clips ``u`` to ``[0, 1]`` first (a controller without output limits must
+not schedule a negative delay) and rejects NaN and infinities.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from .._exceptions import ConfigurationError
+from .._validation import require_finite, require_unit_interval
+
+__all__ = [
+    "ActuatorSchedule",
+    "ActuatorSettings",
+    "FeedbackIntensity",
+    "ScheduleLevels",
+    "ScheduleLinear",
+    "Strictness",
+    "schedule_feedback_intensity",
+    "schedule_levels",
+    "schedule_linear",
+    "schedule_max_retries",
+    "schedule_retry_delay_ms",
+    "schedule_strictness",
+    "schedule_timeout_ms",
+]
+
+T = TypeVar("T")
+
+
+def _clip_u(u: float) -> float:
+    u = require_finite("u", u)
+    return 0.0 if u < 0.0 else 1.0 if u > 1.0 else u
+
+
+class FeedbackIntensity(StrEnum):
+    """How hard the next round's feedback pushes (seed 003): fix, restructure, replace."""
+
+    LIGHT = "light"
+    MEDIUM = "medium"
+    HEAVY = "heavy"
+
+
+class Strictness(StrEnum):
+    """Output schema strictness (seed 000): loose parsing or strict, schema-constrained."""
+
+    LOOSE = "loose"
+    STRICT = "strict"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleLevels(Generic[T]):
+    """A step function: ``levels[i]`` for ``thresholds[i−1] ≤ u < thresholds[i]``.
+
+    A value exactly on a threshold takes the upper level, as in seed 003's
+    ``u < 0.3 → light``. Thresholds are strictly increasing and inside ``[0, 1]``; there is
+    one level more than thresholds.
+    """
+
+    levels: tuple[T, ...]
+    thresholds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        levels = tuple(self.levels)
+        thresholds = tuple(
+            require_unit_interval(f"thresholds[{i}]", t) for i, t in enumerate(self.thresholds)
+        )
+        if len(levels) != len(thresholds) + 1:
+            raise ConfigurationError(
+                "levels",
+                self.levels,
+                f"needs exactly one more entry than thresholds ({len(thresholds)})",
+            )
+        if any(a >= b for a, b in itertools.pairwise(thresholds)):
+            raise ConfigurationError("thresholds", self.thresholds, "must be strictly increasing")
+        object.__setattr__(self, "levels", levels)
+        object.__setattr__(self, "thresholds", thresholds)
+
+    def __call__(self, u: float) -> T:
+        return self.levels[bisect.bisect_right(self.thresholds, _clip_u(u))]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleLinear:
+    """``offset + slope·u``; multiply by a number to scale both (``delay * 2``)."""
+
+    offset: float
+    slope: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offset", require_finite("offset", self.offset))
+        object.__setattr__(self, "slope", require_finite("slope", self.slope))
+
+    def __call__(self, u: float) -> float:
+        return self.offset + self.slope * _clip_u(u)
+
+    def __mul__(self, factor: float) -> ScheduleLinear:
+        k = require_finite("factor", factor)
+        return ScheduleLinear(self.offset * k, self.slope * k)
+
+    __rmul__ = __mul__
+
+
+def schedule_levels(levels: Sequence[T], thresholds: Sequence[float]) -> ScheduleLevels[T]:
+    """A level schedule, e.g. ``schedule_levels(("light", "medium", "heavy"), (0.3, 0.6))``."""
+    return ScheduleLevels(tuple(levels), tuple(thresholds))
+
+
+def schedule_linear(offset: float = 100.0, slope: float = 500.0) -> ScheduleLinear:
+    """A linear schedule ``offset + slope·u``."""
+    return ScheduleLinear(offset, slope)
+
+
+def schedule_feedback_intensity(
+    thresholds: tuple[float, float] = (0.3, 0.6),
+) -> ScheduleLevels[FeedbackIntensity]:
+    """light below 0.3, medium below 0.6, heavy from 0.6 (seed 003)."""
+    return ScheduleLevels(tuple(FeedbackIntensity), tuple(thresholds))
+
+
+def schedule_strictness(threshold: float = 0.7) -> ScheduleLevels[Strictness]:
+    """loose below 0.7, strict from 0.7 (seed 000)."""
+    return ScheduleLevels(tuple(Strictness), (threshold,))
+
+
+def schedule_retry_delay_ms(offset: float = 100.0, slope: float = 500.0) -> ScheduleLinear:
+    """Retry delay ``100 + 500·u`` ms: the harder the controller pushes, the more patient."""
+    return ScheduleLinear(offset, slope)
+
+
+def schedule_timeout_ms(
+    retry_delay: ScheduleLinear | None = None, factor: float = 2.0
+) -> ScheduleLinear:
+    """Timeout as ``factor`` times the retry delay (seed 000: twice), ``200 + 1000·u`` ms."""
+    base = schedule_retry_delay_ms() if retry_delay is None else retry_delay
+    return base * factor
+
+
+def schedule_max_retries(
+    threshold: float = 0.5, below: int = 0, above: int = 1
+) -> ScheduleLevels[int]:
+    """Extra attempts: ``below`` under ``threshold``, ``above`` from it (seed 000: 0, then 1)."""
+    return ScheduleLevels((below, above), (threshold,))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActuatorSettings:
+    """What one step of the loop should do, derived from one control signal ``u``."""
+
+    u: float
+    feedback_intensity: FeedbackIntensity
+    strictness: Strictness
+    retry_delay_ms: float
+    timeout_ms: float
+    max_retries: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values for a trace record (enums become their strings)."""
+        return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActuatorSchedule:
+    """One schedule per actuator; ``schedule(u) -> ActuatorSettings``.
+
+    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``.
+    """
+
+    feedback_intensity: Callable[[float], FeedbackIntensity] = field(
+        default_factory=schedule_feedback_intensity
+    )
+    strictness: Callable[[float], Strictness] = field(default_factory=schedule_strictness)
+    retry_delay_ms: Callable[[float], float] = field(default_factory=schedule_retry_delay_ms)
+    timeout_ms: Callable[[float], float] = field(default_factory=schedule_timeout_ms)
+    max_retries: Callable[[float], int] = field(default_factory=schedule_max_retries)
+
+    def __call__(self, u: float) -> ActuatorSettings:
+        u = _clip_u(u)
+        return ActuatorSettings(
+            u=u,
+            feedback_intensity=self.feedback_intensity(u),
+            strictness=self.strictness(u),
+            retry_delay_ms=self.retry_delay_ms(u),
+            timeout_ms=self.timeout_ms(u),
+            max_retries=self.max_retries(u),
+        )

@@ -1,0 +1,212 @@
+"""RegressionESO: the sliding-window least-squares disturbance estimator of seed 000 §4.2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from closedloop import ConfigurationError
+from closedloop.control import RegressionESO
+
+Triple = tuple[float, float, float]
+
+
+def reference_fit(samples: list[Triple]) -> tuple[np.ndarray, float]:
+    """numpy's minimum-norm least squares and the seed's f_est formula, clipped."""
+    data = np.array(samples, dtype=float)
+    x = np.column_stack([data[:, 0], data[:, 1], np.ones(len(data))])
+    coef = np.linalg.lstsq(x, data[:, 2], rcond=None)[0]
+    v, w, _ = samples[-1]
+    f = (1.0 - coef[1]) * w - coef[0] * v - coef[2]
+    return coef, float(min(1.0, max(0.0, f)))
+
+
+def feed(eso: RegressionESO, samples: list[Triple]) -> list[float]:
+    return [eso.update(*s) for s in samples]
+
+
+unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+# Few distinct values make constant columns and collinear v, w common.
+coarse = st.sampled_from([0.0, 0.25, 0.5, 1.0])
+triples = st.tuples(unit | coarse, unit | coarse, unit | coarse)
+
+
+def test_zero_until_min_samples() -> None:
+    eso = RegressionESO(window=15, min_samples=5)
+    out = feed(eso, [(0.5, 0.8, 0.2 + 0.1 * k) for k in range(4)])
+    assert out == [0.0] * 4
+    assert eso.coefficients is None
+    assert eso.update(0.9, 0.8, 0.1) > 0.0
+    assert eso.coefficients is not None
+
+
+def test_recovers_an_exact_linear_model() -> None:
+    a, b, c = 0.3, 0.5, 0.1
+    points = [(0.4, 0.2), (0.8, 0.5), (0.3, 0.7), (0.6, 0.1), (0.2, 0.3), (0.1, 0.9)]
+    samples = [(v, w, a * v + b * w + c) for v, w in points]
+    eso = RegressionESO(window=15, min_samples=5)
+    f = feed(eso, samples)[-1]
+    assert eso.coefficients == pytest.approx((a, b, c), abs=1e-12)
+    v, w, q = samples[-1]
+    # f_est = (1 − b)·w − a·v − c, which for a perfect fit is w − q.
+    assert f == pytest.approx((1 - b) * w - a * v - c, abs=1e-12)
+    assert f == pytest.approx(w - q, abs=1e-12)
+    assert f == pytest.approx(0.32, abs=1e-12)
+
+
+def test_a_shortfall_shows_as_a_disturbance() -> None:
+    # Quality falls behind a constant setpoint while the controller pushes harder.
+    eso = RegressionESO()
+    samples = [(0.2 + 0.05 * k, 0.9, 0.85 - 0.05 * k) for k in range(10)]
+    f = feed(eso, samples)
+    assert f[-1] == pytest.approx(0.9 - samples[-1][2], abs=1e-9)
+    assert f[4:] == sorted(f[4:])  # growing with the shortfall
+
+
+def test_constant_window_gives_the_minimum_norm_fit() -> None:
+    eso = RegressionESO(window=8, min_samples=5)
+    qs = [0.2, 0.4, 0.3, 0.5, 0.1, 0.3]
+    samples = [(0.5, 0.8, q) for q in qs]
+    f = feed(eso, samples)[-1]
+    coef, expected = reference_fit(samples)
+    assert eso.coefficients == pytest.approx(tuple(coef), abs=1e-12)
+    # All rows equal: the fit is the mean quality; min-norm spreads it along (v, w, 1).
+    mean = sum(qs) / len(qs)
+    assert eso.coefficients == pytest.approx(
+        tuple(x * mean / (0.5**2 + 0.8**2 + 1) for x in (0.5, 0.8, 1.0)), abs=1e-12
+    )
+    assert f == pytest.approx(expected, abs=1e-12)
+    assert f == pytest.approx(0.8 - mean, abs=1e-12)
+
+
+def test_all_zero_window_does_not_crash() -> None:
+    eso = RegressionESO(window=5, min_samples=5)
+    assert feed(eso, [(0.0, 0.0, 0.0)] * 7)[-1] == 0.0
+    assert eso.coefficients == (0.0, 0.0, 0.0)
+
+
+def test_collinear_control_and_setpoint() -> None:
+    eso = RegressionESO()
+    samples = [(x, x, 0.5 * x + 0.2) for x in (0.1, 0.3, 0.5, 0.7, 0.9, 0.2)]
+    f = feed(eso, samples)[-1]
+    coef, expected = reference_fit(samples)
+    # Min-norm splits the shared slope evenly between v and w.
+    assert eso.coefficients == pytest.approx((0.25, 0.25, 0.2), abs=1e-12)
+    assert eso.coefficients == pytest.approx(tuple(coef), abs=1e-12)
+    assert f == pytest.approx(expected, abs=1e-12)
+
+
+def test_window_slides() -> None:
+    samples = [(0.1 * (k % 7), 0.05 * (k % 5), 0.5 + 0.03 * (k % 3)) for k in range(30)]
+    long = RegressionESO(window=10, min_samples=5)
+    feed(long, samples)
+    short = RegressionESO(window=10, min_samples=5)
+    feed(short, samples[-10:])
+    assert long.samples == tuple(samples[-10:])
+    assert long.coefficients == short.coefficients
+    assert long.f_est == short.f_est
+
+
+def test_reset() -> None:
+    eso = RegressionESO(window=6, min_samples=5)
+    feed(eso, [(0.1 * k, 0.5, 0.2) for k in range(6)])
+    eso.reset()
+    assert eso.samples == ()
+    assert eso.coefficients is None
+    assert eso.f_est == 0.0
+
+
+@given(st.lists(triples, min_size=5, max_size=40), st.integers(5, 15))
+def test_matches_numpy_minimum_norm_least_squares(samples: list[Triple], window: int) -> None:
+    eso = RegressionESO(window=window, min_samples=5)
+    f = feed(eso, samples)[-1]
+    coef, expected = reference_fit(samples[-window:])
+    assert eso.coefficients is not None
+    scale = 1.0 + float(np.max(np.abs(coef)))
+    assert np.allclose(eso.coefficients, coef, rtol=1e-6, atol=1e-7 * scale)
+    assert f == pytest.approx(expected, abs=1e-7 * scale)
+
+
+any_finite = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(st.tuples(any_finite, any_finite, any_finite), min_size=1, max_size=30))
+def test_f_est_is_in_the_unit_interval_for_any_finite_input(samples: list[Triple]) -> None:
+    eso = RegressionESO(window=15, min_samples=3)
+    for s in samples:
+        f = eso.update(*s)
+        assert 0.0 <= f <= 1.0
+        assert f == eso.f_est
+
+
+@given(st.lists(triples, min_size=0, max_size=20))
+def test_state_round_trips_through_json(samples: list[Triple]) -> None:
+    eso = RegressionESO(window=12, min_samples=4)
+    feed(eso, samples)
+    restored = RegressionESO.from_state(json.loads(json.dumps(eso.state())))
+    assert restored.samples == eso.samples
+    assert restored.f_est == eso.f_est
+    assert restored.coefficients == eso.coefficients
+    assert (restored.window, restored.min_samples) == (12, 4)
+    nxt = (0.3, 0.7, 0.4)
+    assert restored.update(*nxt) == eso.update(*nxt)
+
+
+def test_state_is_plain_json() -> None:
+    eso = RegressionESO(window=6, min_samples=5)
+    feed(eso, [(0.1, 0.2, 0.3)])
+    assert eso.state() == {"window": 6, "min_samples": 5, "samples": [[0.1, 0.2, 0.3]]}
+
+
+@pytest.mark.parametrize(
+    ("state", "argument"),
+    [
+        ({"window": 5}, "state"),
+        ("not a mapping", "state"),
+        ({"window": 4, "min_samples": 5, "samples": []}, "window"),
+        ({"window": 5, "min_samples": 5, "samples": 3}, "state['samples']"),
+        ({"window": 5, "min_samples": 5, "samples": [[0.1, 0.2]]}, "state['samples'][0]"),
+        ({"window": 5, "min_samples": 5, "samples": [[0.1, 0.2, math.nan]]}, "state['samples'][0]"),
+        ({"window": 2, "min_samples": 1, "samples": [[0, 0, 0]] * 3}, "state['samples']"),
+    ],
+)
+def test_from_state_rejects_bad_state(state: object, argument: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        RegressionESO.from_state(state)  # type: ignore[arg-type]
+    assert info.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"window": 4, "min_samples": 5}, "window"),
+        ({"min_samples": 0}, "min_samples"),
+        ({"window": 2.5}, "window"),
+        ({"window": True}, "window"),
+    ],
+)
+def test_rejects_bad_settings(kwargs: dict[str, object], argument: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        RegressionESO(**kwargs)  # type: ignore[arg-type]
+    assert info.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    ("sample", "argument"),
+    [
+        ((math.nan, 0.5, 0.5), "control"),
+        ((0.5, math.inf, 0.5), "setpoint"),
+        ((0.5, 0.5, -math.inf), "quality"),
+    ],
+)
+def test_rejects_non_finite_samples(sample: Triple, argument: str) -> None:
+    eso = RegressionESO()
+    with pytest.raises(ConfigurationError) as info:
+        eso.update(*sample)
+    assert info.value.argument == argument
+    assert eso.samples == ()  # a rejected sample leaves no trace

@@ -1,1 +1,58 @@
-"""closedloop.decision (see ARCHITECTURE.md)."""
+"""Decision: read observations and control settings, choose the next move.
+
+:class:`HybridController` keeps the model behind a gate: inside the tolerance it maintains,
+for a known cause it applies a registered rule, and only when the best rule is unsure does
+it ask the model. Every :class:`Decision` is logged with its reason.
+"""
+
+from __future__ import annotations
+
+from types import FunctionType
+
+from ._controller import (
+    Decision,
+    DecisionContext,
+    DecisionLog,
+    HybridController,
+    ModelPolicy,
+    SourceState,
+    StateVector,
+    Threshold,
+)
+from ._rules import (
+    OUT_OF_TOLERANCE,
+    Proposal,
+    Rule,
+    RuleFn,
+    RuleRegistry,
+    Trigger,
+    cause_key,
+    default_causes,
+    default_rules,
+)
+
+__all__ = [
+    "OUT_OF_TOLERANCE",
+    "Decision",
+    "DecisionContext",
+    "DecisionLog",
+    "HybridController",
+    "ModelPolicy",
+    "Proposal",
+    "Rule",
+    "RuleFn",
+    "RuleRegistry",
+    "SourceState",
+    "StateVector",
+    "Threshold",
+    "Trigger",
+    "cause_key",
+    "default_causes",
+    "default_rules",
+]
+
+# Public names show as closedloop.decision.X in reprs and docs.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type | FunctionType):
+        _obj.__module__ = __name__

@@ -1,1 +1,102 @@
-"""closedloop.execution (see ARCHITECTURE.md)."""
+"""Execution: the only place where the outside world is changed.
+
+Every change goes through an :class:`AtomicAction` (preconditions, postconditions, timeout,
+retry policy, compensation, effect class) and, for effects that must not repeat, through
+the :class:`EffectLedger` kept in the state store. :class:`Executor` ties them together and
+returns a typed :class:`ActionOutcome`.
+"""
+
+from __future__ import annotations
+
+from types import FunctionType
+
+from ._action import (
+    AtomicAction,
+    CheckFn,
+    Compensation,
+    Condition,
+    Confirmation,
+    EffectClass,
+    Reconciler,
+    Reconciliation,
+)
+from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, normalise
+from ._executor import Executor, execute, execute_sync
+from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus, RecordStore
+from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._retry import (
+    PROGRAMMING_ERRORS,
+    RetryIf,
+    RetryIfAll,
+    RetryIfAny,
+    RetryIfException,
+    RetryIfPredicate,
+    RetryNever,
+    RetryPolicy,
+    RetryState,
+    Stop,
+    StopAfterAttempt,
+    StopAfterDelay,
+    StopAll,
+    StopAny,
+    Wait,
+    WaitExponential,
+    WaitFixed,
+    WaitFullJitter,
+    WaitNone,
+    WaitRandom,
+    WaitSum,
+)
+
+__all__ = [
+    "DEFAULT_VOLATILE_FIELDS",
+    "PROGRAMMING_ERRORS",
+    "ActionOutcome",
+    "AtomicAction",
+    "CheckFn",
+    "Compensation",
+    "CompensationResult",
+    "Condition",
+    "Confirmation",
+    "EffectClass",
+    "EffectLedger",
+    "EffectRecord",
+    "EffectStatus",
+    "ExecutionEvent",
+    "Executor",
+    "OutcomeStatus",
+    "Reconciler",
+    "Reconciliation",
+    "RecordStore",
+    "RetryIf",
+    "RetryIfAll",
+    "RetryIfAny",
+    "RetryIfException",
+    "RetryIfPredicate",
+    "RetryNever",
+    "RetryPolicy",
+    "RetryState",
+    "Stop",
+    "StopAfterAttempt",
+    "StopAfterDelay",
+    "StopAll",
+    "StopAny",
+    "Wait",
+    "WaitExponential",
+    "WaitFixed",
+    "WaitFullJitter",
+    "WaitNone",
+    "WaitRandom",
+    "WaitSum",
+    "canonical_json",
+    "effect_key",
+    "execute",
+    "execute_sync",
+    "normalise",
+]
+
+# Public names show as closedloop.execution.X in reprs and docs (httpx does the same).
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type | FunctionType):
+        _obj.__module__ = __name__

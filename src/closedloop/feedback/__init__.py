@@ -1,1 +1,78 @@
-"""closedloop.feedback (see ARCHITECTURE.md)."""
+"""The feedback layer: session state with compare-and-set and TTLs, events, and healing.
+
+``feedback`` is the only place where state is stored (see ARCHITECTURE.md): every other
+part receives immutable :class:`Snapshot`s and hands back updates. Faults travel as typed
+events on an :class:`EventBus` whose registered strategies answer with
+:class:`HealingAction`s the loop applies.
+"""
+
+from __future__ import annotations
+
+from ._bus import Delivery, EventBus, HandlerOutcome
+from ._circuit import CircuitBreaker, CircuitState
+from ._events import (
+    EmptyResult,
+    FaultEvent,
+    HandoverRequested,
+    RateLimited,
+    SchemaDrift,
+    ServerError,
+    TimeoutEvent,
+)
+from ._healing import (
+    HANDOVER_NAMESPACE,
+    EscalateToHuman,
+    HealingAction,
+    HealingKind,
+    HealingStrategies,
+    OpenCircuit,
+    SwitchToCache,
+    WidenTimeout,
+    event_payload,
+    install_healing,
+)
+from ._json import JSONValue
+from ._memory import MemoryStore
+from ._sqlite import SQLiteStore
+from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
+from ._sync import SyncStore
+
+__all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "HANDOVER_NAMESPACE",
+    "CircuitBreaker",
+    "CircuitState",
+    "Delivery",
+    "EmptyResult",
+    "EscalateToHuman",
+    "EventBus",
+    "FaultEvent",
+    "HandlerOutcome",
+    "HandoverRequested",
+    "HealingAction",
+    "HealingKind",
+    "HealingStrategies",
+    "JSONValue",
+    "MemoryStore",
+    "OpenCircuit",
+    "RateLimited",
+    "Record",
+    "SQLiteStore",
+    "SchemaDrift",
+    "ServerError",
+    "Snapshot",
+    "StateStore",
+    "StoreStats",
+    "SwitchToCache",
+    "SyncStore",
+    "TimeoutEvent",
+    "WidenTimeout",
+    "event_payload",
+    "install_healing",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,0 +1,423 @@
+"""One entry point that ties contract, retry, timeout and ledger together.
+
+Expected failures of the world (a precondition that does not hold, a timeout, a refused
+call, an effect pending reconciliation) come back as an :class:`ActionOutcome` the loop can
+reason about; programming errors (a bad argument, a ``TypeError`` in the action) raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._exceptions import (
+    ActionTimeoutError,
+    ConfigurationError,
+    ConfirmationRequiredError,
+    LedgerError,
+    PreconditionFailedError,
+    ReconciliationRequiredError,
+    StaleStateError,
+)
+from ._action import AtomicAction, Confirmation, call_maybe_async
+from ._canonical import effect_key
+from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
+from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._retry import PROGRAMMING_ERRORS, RetryPolicy, RetryState
+
+__all__ = ["Executor", "execute", "execute_sync"]
+
+
+EventHook = Callable[[ExecutionEvent], Awaitable[None] | None]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Run:
+    """Per-call bookkeeping."""
+
+    action: AtomicAction
+    args: dict[str, Any]
+    task_id: str
+    step: int
+    policy: RetryPolicy
+    key: str | None = None
+    attempt: int = 0
+    delays: tuple[float, ...] = ()
+
+    def outcome(self, status: OutcomeStatus, **fields: Any) -> ActionOutcome:
+        fields.setdefault("attempts", self.attempt)
+        return ActionOutcome(
+            action=self.action.name,
+            task_id=self.task_id,
+            step=self.step,
+            effect=self.action.effect,
+            status=status,
+            effect_key=self.key,
+            delays_s=self.delays,
+            **fields,
+        )
+
+
+class Executor:
+    """Runs actions under their contracts; ``once``/``irreversible`` ones through a ledger.
+
+    ``sleep`` and ``rng`` are injected so retries are deterministic in tests; ``on_event``
+    sees each step of an execution (tracing, and the crash tests' fault injection).
+    Every executed action is remembered by name so :meth:`resume` and :meth:`compensate`
+    can find reconcilers and compensations; register others up front with ``actions``.
+    With a ledger, the arguments of recorded actions (``once``/``irreversible``, or with a
+    compensation) must be JSON data: they are what a restarted process compensates with.
+    """
+
+    def __init__(
+        self,
+        ledger: EffectLedger | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        on_event: EventHook | None = None,
+        actions: Iterable[AtomicAction] = (),
+    ) -> None:
+        self.ledger = ledger
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self._on_event = on_event
+        self._actions: dict[str, AtomicAction] = {}
+        self.register(*actions)
+
+    def register(self, *actions: AtomicAction) -> None:
+        """Make actions known for reconciliation and compensation after a restart."""
+        for action in actions:
+            if not isinstance(action, AtomicAction):
+                raise ConfigurationError("actions", action, "must be AtomicAction instances")
+            self._actions[action.name] = action
+
+    @property
+    def actions(self) -> Mapping[str, AtomicAction]:
+        return dict(self._actions)
+
+    async def resume(self, task_id: str) -> list[EffectRecord]:
+        """Reconcile a task's pending effects; call before anything else on resume."""
+        return await self._require_ledger("resume").reconcile_pending(task_id, self._actions)
+
+    async def compensate(self, task_id: str) -> list[CompensationResult]:
+        """Undo a failed task's committed effects in reverse order (saga)."""
+        return await self._require_ledger("compensate").compensate(task_id, self._actions)
+
+    async def execute(
+        self,
+        action: AtomicAction,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task_id: str,
+        step: int,
+        confirmation: Confirmation | None = None,
+        retry: RetryPolicy | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> ActionOutcome:
+        """Run ``action(**args)`` as step ``step`` of task ``task_id``.
+
+        ``retry`` overrides the action's policy for this call; ``state`` is what the
+        preconditions see besides the arguments.
+        """
+        if not isinstance(action, AtomicAction):
+            raise ConfigurationError("action", action, "must be an AtomicAction")
+        if args is not None and not isinstance(args, Mapping):
+            raise ConfigurationError("args", args, "must be a mapping of argument names")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError("retry", retry, "must be a RetryPolicy or None")
+        if confirmation is not None and not isinstance(confirmation, Confirmation):
+            raise ConfigurationError("confirmation", confirmation, "must be a Confirmation")
+        run = _Run(action, dict(args or {}), task_id, step, retry or action.retry)
+        self.register(action)
+        ledger = self.ledger
+        needs_record = action.effect.needs_ledger or action.compensation is not None
+        if ledger is not None and needs_record:
+            run.key = ledger.key_for(task_id, step, action.name, run.args, action.volatile_fields)
+        else:
+            effect_key(task_id, step, action.name, {})  # same checks on task_id and step
+        await self._emit("started", run)
+        if action.effect.needs_ledger:
+            if ledger is None:
+                raise ConfigurationError(
+                    "ledger", None, f"{action.effect} action {action.name!r} needs an EffectLedger"
+                )
+            return await self._run_once(run, ledger, confirmation, state)
+        return await self._run_repeatable(run, confirmation, state)
+
+    # --- repeatable effects: retried blindly -----------------------------------------------
+
+    async def _run_repeatable(
+        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+    ) -> ActionOutcome:
+        blocked = await self._gate(run, confirmation, state)
+        if blocked is not None:
+            return blocked
+        while True:
+            run.attempt += 1
+            try:
+                result = await run.action.invoke(run.args)
+            except PROGRAMMING_ERRORS:
+                raise
+            except Exception as exc:
+                await self._emit("failed", run)
+                if await self._back_off(run, exc):
+                    continue
+                return self._failure(run, exc)
+            await self._emit("called", run)
+            break
+        outcome = await self._check_result(run, result, None)
+        if outcome.ok and self.ledger is not None and run.key is not None:
+            await self.ledger.record_committed(
+                key=run.key,
+                task_id=run.task_id,
+                step=run.step,
+                action=run.action,
+                args=run.args,
+                result=result,
+                attempts=run.attempt,
+            )
+            await self._emit("committed", run)
+        return outcome
+
+    # --- once / irreversible: claimed, committed, never repeated ----------------------------
+
+    async def _run_once(
+        self,
+        run: _Run,
+        ledger: EffectLedger,
+        confirmation: Confirmation | None,
+        state: Mapping[str, Any] | None,
+    ) -> ActionOutcome:
+        assert run.key is not None
+        action = run.action
+        record = await ledger.get(run.key)
+        if record is not None and record.status is EffectStatus.PENDING:
+            resolved = await self._reconcile(run, ledger, record, "is pending from an earlier run")
+            if isinstance(resolved, ActionOutcome):
+                return resolved
+            record = resolved
+        if record is not None and record.status is EffectStatus.COMMITTED:
+            await self._emit("replayed", run)
+            return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
+        if record is not None and record.status is not EffectStatus.FAILED:
+            return run.outcome(
+                OutcomeStatus.FAILED,
+                error=LedgerError(
+                    f"effect {run.key!r} was committed and is now {record.status}; "
+                    "doing it again needs a new task id or step"
+                ),
+            )
+        blocked = await self._gate(run, confirmation, state)
+        if blocked is not None:
+            return blocked
+        while True:
+            run.attempt += 1
+            try:
+                record = await ledger.claim(
+                    key=run.key,
+                    task_id=run.task_id,
+                    step=run.step,
+                    action=action,
+                    args=run.args,
+                    attempts=run.attempt,
+                    previous=record,
+                )
+            except StaleStateError as exc:
+                error = ReconciliationRequiredError(
+                    f"effect {run.key!r} was claimed by another worker at the same time"
+                )
+                error.__cause__ = exc
+                return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error)
+            await self._emit("claimed", run)
+            try:
+                result = await action.invoke(run.args)
+            except action.uncertain_errors as exc:
+                why = f"ended in {type(exc).__name__}: {exc}"
+                resolved = await self._reconcile(run, ledger, record, why, exc)
+                if isinstance(resolved, ActionOutcome):
+                    return resolved
+                record = resolved
+                if record.status is EffectStatus.COMMITTED:
+                    await self._emit("committed", run)
+                    return await self._check_result(run, record.result, record)
+                failure: Exception = exc
+            except PROGRAMMING_ERRORS as exc:
+                await ledger.fail(record, exc, attempts=run.attempt)
+                raise
+            except Exception as exc:
+                record = await ledger.fail(record, exc, attempts=run.attempt)
+                failure = exc
+            else:
+                await self._emit("called", run)
+                record = await ledger.commit(record, result, attempts=run.attempt)
+                await self._emit("committed", run)
+                return await self._check_result(run, result, record)
+            await self._emit("failed", run)
+            if await self._back_off(run, failure):
+                continue
+            return self._failure(run, failure)
+
+    async def _reconcile(
+        self,
+        run: _Run,
+        ledger: EffectLedger,
+        record: EffectRecord,
+        why: str,
+        cause: BaseException | None = None,
+    ) -> EffectRecord | ActionOutcome:
+        """Resolve a pending effect, or the outcome saying it needs a reconciliation."""
+        action = run.action
+        if action.reconciler is None:
+            problem = f"and {action.name!r} has no reconciler"
+        else:
+            try:
+                return await ledger.reconcile(record, action)
+            except PROGRAMMING_ERRORS:
+                raise
+            except Exception as exc:
+                problem = f"and its reconciler failed ({type(exc).__name__}: {exc})"
+                cause = exc
+        error = ReconciliationRequiredError(
+            f"effect {run.key!r} {why}: it may or may not have been applied, {problem}; "
+            "it stays pending"
+        )
+        error.__cause__ = cause
+        return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error)
+
+    # --- shared steps --------------------------------------------------------------------------
+
+    async def _gate(
+        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+    ) -> ActionOutcome | None:
+        action = run.action
+        if action.requires_confirmation and (
+            confirmation is None or not confirmation.covers(action.name)
+        ):
+            return run.outcome(
+                OutcomeStatus.CONFIRMATION_REQUIRED,
+                error=ConfirmationRequiredError(
+                    f"action {action.name!r} needs a human confirmation before it runs"
+                ),
+            )
+        try:
+            await action.check_preconditions(run.args, state)
+        except PreconditionFailedError as exc:
+            return run.outcome(OutcomeStatus.PRECONDITION_FAILED, error=exc)
+        return None
+
+    async def _back_off(self, run: _Run, error: Exception) -> bool:
+        """Sleep and return True when the policy grants another attempt."""
+        retry_state = RetryState(run.attempt, error, sum(run.delays), self._rng)
+        if not run.policy.should_retry(retry_state):
+            return False
+        delay = run.policy.delay(retry_state)
+        run.delays = (*run.delays, delay)
+        await self._emit("retrying", run)
+        await self._sleep(delay)
+        return True
+
+    def _failure(self, run: _Run, error: Exception) -> ActionOutcome:
+        status = (
+            OutcomeStatus.TIMED_OUT
+            if isinstance(error, ActionTimeoutError)
+            else OutcomeStatus.FAILED
+        )
+        return run.outcome(status, error=error)
+
+    async def _check_result(
+        self, run: _Run, result: Any, record: EffectRecord | None
+    ) -> ActionOutcome:
+        action = run.action
+        reason = await action.postcondition_failure(result, run.args)
+        if reason is None:
+            return run.outcome(OutcomeStatus.SUCCEEDED, result=result)
+        compensated: bool | None = None
+        comp_error: str | None = None
+        if action.compensation is not None:
+            try:
+                await action.compensate(run.args, result)
+                compensated = True
+            except Exception as exc:
+                compensated = False
+                comp_error = f"{type(exc).__name__}: {exc}"
+            if self.ledger is not None and record is not None:
+                status = (
+                    EffectStatus.COMPENSATED if compensated else EffectStatus.COMPENSATION_FAILED
+                )
+                await self.ledger.mark(record, status, error=comp_error)
+            await self._emit("compensated", run)
+        return run.outcome(
+            OutcomeStatus.POSTCONDITION_FAILED,
+            result=result,
+            error=action.postcondition_error(reason, compensated),
+            compensated=compensated,
+        )
+
+    async def _emit(self, name: str, run: _Run) -> None:
+        if self._on_event is not None:
+            event = ExecutionEvent(
+                name, run.action.name, run.task_id, run.step, run.key, run.attempt
+            )
+            await call_maybe_async(self._on_event, event)
+
+    def _require_ledger(self, what: str) -> EffectLedger:
+        if self.ledger is None:
+            raise ConfigurationError("ledger", None, f"{what} needs an EffectLedger")
+        return self.ledger
+
+
+async def execute(
+    action: AtomicAction,
+    args: Mapping[str, Any] | None = None,
+    *,
+    ledger: EffectLedger | None,
+    task_id: str,
+    step: int,
+    confirmation: Confirmation | None = None,
+    retry: RetryPolicy | None = None,
+    state: Mapping[str, Any] | None = None,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+) -> ActionOutcome:
+    """Run one action once through a fresh :class:`Executor` (see its ``execute``)."""
+    executor = Executor(ledger, sleep=sleep, rng=rng)
+    return await executor.execute(
+        action,
+        args,
+        task_id=task_id,
+        step=step,
+        confirmation=confirmation,
+        retry=retry,
+        state=state,
+    )
+
+
+def execute_sync(
+    action: AtomicAction,
+    args: Mapping[str, Any] | None = None,
+    *,
+    ledger: EffectLedger | None,
+    task_id: str,
+    step: int,
+    confirmation: Confirmation | None = None,
+    retry: RetryPolicy | None = None,
+    state: Mapping[str, Any] | None = None,
+) -> ActionOutcome:
+    """:func:`execute` for code without an event loop."""
+    return asyncio.run(
+        execute(
+            action,
+            args,
+            ledger=ledger,
+            task_id=task_id,
+            step=step,
+            confirmation=confirmation,
+            retry=retry,
+            state=state,
+        )
+    )

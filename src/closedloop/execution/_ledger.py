@@ -1,0 +1,422 @@
+"""The effect ledger: which effects of a task reached the world, kept in the state store.
+
+Seed 004: retrying a classification costs tokens, retrying a payment is an incident. Every
+``once``/``irreversible`` effect is claimed in the store (``pending``) before it runs and
+marked ``committed`` with its result after, so a replay returns the recorded result instead
+of acting again. A crash between the call and the commit leaves ``pending``: the effect may
+or may not have happened, and only the outside world can say which (a reconciler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._exceptions import (
+    ConfigurationError,
+    LedgerError,
+    ReconciliationRequiredError,
+    StaleStateError,
+)
+from ._action import AtomicAction, EffectClass, Reconciliation, call_maybe_async
+from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
+from ._retry import PROGRAMMING_ERRORS
+
+__all__ = [
+    "CompensationResult",
+    "EffectLedger",
+    "EffectRecord",
+    "EffectStatus",
+    "RecordStore",
+]
+
+_SEQ_CAS_ATTEMPTS = 64
+
+
+class StoredRecord(Protocol):
+    """The part of ``closedloop.feedback.Record`` the ledger reads."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def value(self) -> Mapping[str, Any]: ...
+
+
+class RecordStore(Protocol):
+    """The Records API of ``closedloop.feedback.StateStore``; any StateStore satisfies it."""
+
+    async def record_get(self, namespace: str, key: str) -> StoredRecord | None: ...
+
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> StoredRecord: ...
+
+    async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
+
+
+class EffectStatus(StrEnum):
+    """Where one effect stands."""
+
+    PENDING = "pending"  # claimed; the call may or may not have reached the world
+    COMMITTED = "committed"  # happened; the result is recorded
+    FAILED = "failed"  # did not happen; may be tried again
+    COMPENSATED = "compensated"  # happened and was undone
+    COMPENSATION_FAILED = "compensation_failed"  # happened; undoing it failed (retryable)
+
+
+class EffectRecord(BaseModel):
+    """One ledger entry, as stored (JSON) in the state store's ``ledger`` namespace."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    task_id: str
+    step: int
+    action: str
+    effect: EffectClass
+    status: EffectStatus
+    args: dict[str, Any]
+    result: Any = None
+    error: str | None = None
+    attempts: int = 0
+    seq: int | None = None
+    compensation: str | None = None
+    note: str | None = None
+    version: int = Field(default=0, exclude=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationResult:
+    """What ``compensate`` did to one committed effect."""
+
+    key: str
+    action: str
+    status: EffectStatus
+    error: str | None = None
+
+
+def _thaw(value: Any) -> Any:
+    # Stores hand back read-only views (MappingProxyType, tuples); records want plain JSON.
+    if isinstance(value, Mapping):
+        return {str(k): _thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _describe(error: BaseException | str) -> str:
+    if isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}"
+
+
+class EffectLedger:
+    """Idempotency keys, claims, commits, reconciliation and saga compensation for a store.
+
+    ``volatile_fields`` are argument names (at any depth) left out of the idempotency key:
+    timestamps and request ids change between a call and its retry without changing what
+    the call does.
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        namespace: str = "ledger",
+        *,
+        volatile_fields: Iterable[str] = DEFAULT_VOLATILE_FIELDS,
+    ) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ConfigurationError("namespace", namespace, "must be a non-empty string")
+        self.store = store
+        self.namespace = namespace
+        self.volatile_fields = frozenset(volatile_fields)
+
+    # --- keys and reads ------------------------------------------------------------------
+
+    def key_for(
+        self,
+        task_id: str,
+        step: int,
+        action: str,
+        args: Mapping[str, Any],
+        extra_volatile: Iterable[str] = (),
+    ) -> str:
+        """The idempotency key of ``action(**args)`` at ``step`` of ``task_id``."""
+        return effect_key(task_id, step, action, args, self.volatile_fields | set(extra_volatile))
+
+    async def get(self, key: str) -> EffectRecord | None:
+        """The entry under ``key``, or ``None``."""
+        stored = await self.store.record_get(self.namespace, key)
+        return None if stored is None else self._load(stored)
+
+    async def records(self, task_id: str) -> list[EffectRecord]:
+        """Every entry of a task, committed ones in commit order, then the rest by key."""
+        stored = await self.store.record_list(self.namespace, prefix=f"{task_id}/")
+        loaded = [self._load(item) for item in stored]
+        return sorted(loaded, key=lambda r: (r.seq is None, r.seq or 0, r.key))
+
+    async def pending(self, task_id: str) -> list[EffectRecord]:
+        """The task's entries that may or may not have reached the world."""
+        return [r for r in await self.records(task_id) if r.status is EffectStatus.PENDING]
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def claim(
+        self,
+        *,
+        key: str,
+        task_id: str,
+        step: int,
+        action: AtomicAction,
+        args: Mapping[str, Any],
+        attempts: int,
+        previous: EffectRecord | None = None,
+    ) -> EffectRecord:
+        """Atomically mark an effect ``pending`` before it runs.
+
+        ``previous`` is the ``failed`` entry being retried, or ``None`` for a first claim.
+        Raises :class:`StaleStateError` when another worker got there first.
+        """
+        if previous is not None and previous.status is not EffectStatus.FAILED:
+            raise LedgerError(f"effect {key!r} is {previous.status}; only failed ones re-run")
+        record = EffectRecord(
+            key=key,
+            task_id=task_id,
+            step=step,
+            action=action.name,
+            effect=action.effect,
+            status=EffectStatus.PENDING,
+            args=self._stored_args(args),
+            attempts=attempts,
+            compensation=action.compensation_name,
+        )
+        expected = 0 if previous is None else previous.version
+        return await self._write(record, expected)
+
+    async def commit(
+        self, record: EffectRecord, result: Any, *, attempts: int | None = None, note: str = ""
+    ) -> EffectRecord:
+        """Mark a claimed effect ``committed`` with its result and a commit sequence number."""
+        stored_result, unstorable = self._stored_result(result)
+        notes = [n for n in (note, unstorable) if n]
+        updated = record.model_copy(
+            update={
+                "status": EffectStatus.COMMITTED,
+                "result": stored_result,
+                "error": None,
+                "attempts": record.attempts if attempts is None else attempts,
+                "seq": await self._next_seq(record.task_id),
+                "note": "; ".join(notes) or None,
+            }
+        )
+        return await self._write(updated, record.version)
+
+    async def record_committed(
+        self,
+        *,
+        key: str,
+        task_id: str,
+        step: int,
+        action: AtomicAction,
+        args: Mapping[str, Any],
+        result: Any,
+        attempts: int,
+    ) -> EffectRecord:
+        """Record a repeatable effect that already ran, so a saga can compensate it."""
+        stored_result, unstorable = self._stored_result(result)
+        record = EffectRecord(
+            key=key,
+            task_id=task_id,
+            step=step,
+            action=action.name,
+            effect=action.effect,
+            status=EffectStatus.COMMITTED,
+            args=self._stored_args(args),
+            result=stored_result,
+            attempts=attempts,
+            seq=await self._next_seq(task_id),
+            compensation=action.compensation_name,
+            note=unstorable or None,
+        )
+        # Rerunning a repeatable effect overwrites its entry: it is the same effect again.
+        return await self._write(record, None)
+
+    async def fail(
+        self, record: EffectRecord, error: BaseException | str, *, attempts: int | None = None
+    ) -> EffectRecord:
+        """Mark a claimed effect ``failed``: it did not reach the world."""
+        updated = record.model_copy(
+            update={
+                "status": EffectStatus.FAILED,
+                "error": _describe(error),
+                "attempts": record.attempts if attempts is None else attempts,
+            }
+        )
+        return await self._write(updated, record.version)
+
+    async def mark(
+        self, record: EffectRecord, status: EffectStatus, *, error: str | None = None
+    ) -> EffectRecord:
+        """Move an entry to ``status`` (compare-and-set on its version)."""
+        updated = record.model_copy(update={"status": status, "error": error})
+        return await self._write(updated, record.version)
+
+    # --- recovery --------------------------------------------------------------------------
+
+    async def reconcile(self, record: EffectRecord, action: AtomicAction) -> EffectRecord:
+        """Ask ``action.reconciler`` whether a pending effect happened and record the answer."""
+        if record.status is not EffectStatus.PENDING:
+            return record
+        if action.reconciler is None:
+            raise ReconciliationRequiredError(
+                f"effect {record.key!r} ({record.action}) is pending: it may or may not have "
+                "been applied, and the action has no reconciler"
+            )
+        verdict = await call_maybe_async(action.reconciler, record.args, record)
+        if not isinstance(verdict, Reconciliation):
+            raise ConfigurationError(
+                "reconciler", verdict, f"{action.name}'s reconciler must return a Reconciliation"
+            )
+        if verdict.applied:
+            return await self.commit(record, verdict.result, note="reconciled: applied")
+        return await self.fail(record, "reconciled: not applied")
+
+    async def reconcile_pending(
+        self,
+        task_id: str,
+        actions: Mapping[str, AtomicAction] | Iterable[AtomicAction] = (),
+    ) -> list[EffectRecord]:
+        """Resolve every pending effect of a task; run this first when a task resumes.
+
+        Returns the resolved entries. Raises :class:`ReconciliationRequiredError` naming the
+        keys no reconciler could resolve (the others are resolved first).
+        """
+        index = _index(actions)
+        resolved: list[EffectRecord] = []
+        unresolved: list[str] = []
+        for record in await self.pending(task_id):
+            action = index.get(record.action)
+            if action is None or action.reconciler is None:
+                unresolved.append(f"{record.key} (no reconciler)")
+                continue
+            try:
+                resolved.append(await self.reconcile(record, action))
+            except PROGRAMMING_ERRORS:
+                raise
+            except Exception as exc:
+                # The outside world could not be asked now; the effect stays pending.
+                unresolved.append(f"{record.key} (reconciler failed: {_describe(exc)})")
+        if unresolved:
+            raise ReconciliationRequiredError(
+                f"task {task_id!r}: {len(unresolved)} effect(s) still pending: "
+                + ", ".join(unresolved)
+            )
+        return resolved
+
+    async def compensate(
+        self,
+        task_id: str,
+        actions: Mapping[str, AtomicAction] | Iterable[AtomicAction],
+    ) -> list[CompensationResult]:
+        """Undo a failed task's committed effects in reverse commit order (a saga).
+
+        Pending effects are reconciled first. A failing compensation is recorded as
+        ``compensation_failed`` and the rest still run; calling again retries it, so
+        compensations should be idempotent. Effects without a compensation are reported as
+        still ``committed``.
+        """
+        index = _index(actions)
+        await self.reconcile_pending(task_id, index)
+        todo = [
+            r
+            for r in await self.records(task_id)
+            if r.status in (EffectStatus.COMMITTED, EffectStatus.COMPENSATION_FAILED)
+        ]
+        missing = sorted(
+            {r.action for r in todo if r.compensation is not None and r.action not in index}
+        )
+        if missing:
+            raise LedgerError(f"task {task_id!r}: no action registered for {missing}")
+        results: list[CompensationResult] = []
+        for record in sorted(todo, key=lambda r: r.seq or 0, reverse=True):
+            action = index.get(record.action)
+            if record.compensation is None or action is None or action.compensation is None:
+                results.append(
+                    CompensationResult(record.key, record.action, record.status, "no compensation")
+                )
+                continue
+            try:
+                await action.compensate(record.args, record.result)
+            except Exception as exc:
+                failed = await self.mark(
+                    record, EffectStatus.COMPENSATION_FAILED, error=_describe(exc)
+                )
+                results.append(
+                    CompensationResult(record.key, record.action, failed.status, failed.error)
+                )
+                continue
+            done = await self.mark(record, EffectStatus.COMPENSATED)
+            results.append(CompensationResult(record.key, record.action, done.status))
+        return results
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _load(self, stored: StoredRecord) -> EffectRecord:
+        return EffectRecord.model_validate({**_thaw(stored.value), "version": stored.version})
+
+    async def _write(self, record: EffectRecord, expected_version: int | None) -> EffectRecord:
+        value = record.model_dump(mode="json")
+        stored = await self.store.record_put(
+            self.namespace, record.key, value, expected_version=expected_version
+        )
+        return record.model_copy(update={"version": stored.version})
+
+    def _stored_args(self, args: Mapping[str, Any]) -> dict[str, JSON]:
+        plain = normalise(args, coerce_integral=False)
+        assert isinstance(plain, dict)  # normalise keeps a mapping a mapping
+        return plain
+
+    @staticmethod
+    def _stored_result(result: Any) -> tuple[JSON, str]:
+        # The effect has happened by now: an unstorable result must not block the commit,
+        # or a replay would run the effect again.
+        try:
+            return normalise(result, coerce_integral=False, path="result"), ""
+        except ConfigurationError as exc:
+            return None, f"result not stored: {exc}"
+
+    async def _next_seq(self, task_id: str) -> int:
+        namespace = f"{self.namespace}.seq"
+        for _ in range(_SEQ_CAS_ATTEMPTS):
+            current = await self.store.record_get(namespace, task_id)
+            seq = 1 if current is None else int(current.value["seq"]) + 1
+            try:
+                await self.store.record_put(
+                    namespace,
+                    task_id,
+                    {"seq": seq},
+                    expected_version=0 if current is None else current.version,
+                )
+            except StaleStateError:
+                continue
+            return seq
+        raise LedgerError(f"task {task_id!r}: could not take a commit sequence number")
+
+
+def _index(
+    actions: Mapping[str, AtomicAction] | Iterable[AtomicAction],
+) -> dict[str, AtomicAction]:
+    if isinstance(actions, Mapping):
+        return dict(actions)
+    return {action.name: action for action in actions}

@@ -1,0 +1,138 @@
+"""JSON checks for stored state: validate with a path, encode, freeze and thaw.
+
+Everything a store keeps goes through :func:`check_json` first, so a bad value is refused
+before any write, with the exact place it sits (``data['x'][2]: object of type set``)
+instead of a bare ``TypeError`` from deep inside ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from .._exceptions import StateSerializationError
+
+__all__ = [
+    "MAX_DEPTH",
+    "JSONValue",
+    "check_json",
+    "decode_document",
+    "encode_document",
+    "freeze",
+    "freeze_mapping",
+    "thaw",
+]
+
+JSONValue: TypeAlias = (
+    bool | int | float | str | Sequence["JSONValue"] | Mapping[str, "JSONValue"] | None
+)
+"""A JSON value as read back from a store: arrays are tuples, objects read-only mappings."""
+
+MAX_DEPTH = 200
+"""Nesting deeper than this is refused: ``json`` and the freezer recurse once per level."""
+
+_EMPTY: Mapping[str, JSONValue] = MappingProxyType({})
+
+
+def _where(path: str, key: object) -> str:
+    return f"{path}[{key!r}]"
+
+
+def check_json(value: Any, path: str = "data") -> Any:
+    """Return a plain deep copy of ``value`` made only of dict, list, str, int, float, bool, None.
+
+    Subclasses (a ``StrEnum`` member, an ``IntEnum``) become their base type so the value
+    reads back exactly as it was stored. Raises :class:`StateSerializationError` naming the
+    path of the first offending part: non-string keys, NaN/infinity, sets, arbitrary
+    objects, cycles, strings that are not valid Unicode, nesting past :data:`MAX_DEPTH`.
+    """
+    return _check(value, path, 0, set())
+
+
+def _check(value: Any, path: str, depth: int, seen: set[int]) -> Any:
+    # Ordered by frequency in agent state: strings and numbers first.
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise StateSerializationError(
+                    f"{path}: string is not valid Unicode ({exc.reason} at index {exc.start})"
+                ) from None
+        return value if type(value) is str else str.__str__(value)
+    if isinstance(value, int):
+        return value if type(value) is int else int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise StateSerializationError(f"{path}: float {value!r} is not valid JSON")
+        return value if type(value) is float else float(value)
+    if depth >= MAX_DEPTH:
+        raise StateSerializationError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, Mapping):
+        marker = id(value)
+        if marker in seen:
+            raise StateSerializationError(f"{path}: circular reference")
+        seen.add(marker)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise StateSerializationError(
+                    f"{path}: key {key!r} of type {type(key).__name__} is not a string"
+                )
+            key = key if type(key) is str else str.__str__(key)
+            out[key] = _check(item, _where(path, key), depth + 1, seen)
+        seen.discard(marker)
+        return out
+    if isinstance(value, list | tuple):
+        marker = id(value)
+        if marker in seen:
+            raise StateSerializationError(f"{path}: circular reference")
+        seen.add(marker)
+        items = [_check(item, _where(path, i), depth + 1, seen) for i, item in enumerate(value)]
+        seen.discard(marker)
+        return items
+    raise StateSerializationError(
+        f"{path}: object of type {type(value).__name__} is not JSON serialisable"
+    )
+
+
+def encode_document(plain: Any) -> str:
+    """Compact JSON text of a value already passed through :func:`check_json`."""
+    return json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def decode_document(text: str) -> Any:
+    """Inverse of :func:`encode_document`."""
+    return json.loads(text)
+
+
+def freeze(plain: Any) -> JSONValue:
+    """A read-only deep view of checked JSON: lists become tuples, dicts ``MappingProxyType``."""
+    if isinstance(plain, dict):
+        if not plain:
+            return _EMPTY
+        return MappingProxyType({k: freeze(v) for k, v in plain.items()})
+    if isinstance(plain, list):
+        return tuple(freeze(v) for v in plain)
+    return plain  # type: ignore[no-any-return]
+
+
+def freeze_mapping(plain: Mapping[str, Any]) -> Mapping[str, JSONValue]:
+    """:func:`freeze` for a top-level object, typed as a mapping."""
+    if not plain:
+        return _EMPTY
+    return MappingProxyType({k: freeze(v) for k, v in plain.items()})
+
+
+def thaw(value: Any) -> Any:
+    """A mutable deep copy (dicts and lists) of a frozen or plain JSON value."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value

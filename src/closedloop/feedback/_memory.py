@@ -1,0 +1,281 @@
+"""``MemoryStore``: the state store in a dict, for tests and single-process runs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from .._exceptions import ConfigurationError, SessionNotFoundError, StoreUnavailableError
+from ._json import JSONValue, freeze_mapping
+from ._store import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    BaseStore,
+    Record,
+    Snapshot,
+    live_fields,
+    merge_field_expiry,
+    record_name,
+)
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    version: int
+    data: Mapping[str, JSONValue]  # may still hold expired fields until gc()
+    field_expires: Mapping[str, float]
+    created_at: float
+    updated_at: float
+    ttl_s: float | None
+    expires_at: float | None
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+def _snapshot(session_id: str, s: _Session, now: float) -> Snapshot:
+    live = live_fields(s.field_expires, now)
+    data = s.data
+    if len(live) != len(s.field_expires):
+        data = MappingProxyType(
+            {k: v for k, v in s.data.items() if k in live or k not in s.field_expires}
+        )
+    return Snapshot(
+        session_id=session_id,
+        version=s.version,
+        data=data,
+        created_at=s.created_at,
+        updated_at=s.updated_at,
+        expires_at=s.expires_at,
+        field_expires_at=MappingProxyType(live),
+    )
+
+
+class MemoryStore(BaseStore):
+    """A :class:`StateStore` held in this process's memory.
+
+    Snapshots share the stored deep-frozen data, so reads copy nothing. Every operation
+    yields to the event loop once before it runs, as a networked store would: code that
+    is only correct because nothing else ran between its ``get`` and its ``put`` fails
+    here too, not first in production.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    ) -> None:
+        super().__init__(clock=clock, max_document_bytes=max_document_bytes)
+        self._sessions: dict[str, _Session] = {}
+        self._records: dict[tuple[str, str], Record] = {}
+        # A SyncStore drives the same object from its own loop thread.
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(sessions={len(self._sessions)}, records={len(self._records)})"
+
+    async def _enter(self) -> float:
+        await asyncio.sleep(0)
+        if self._closed:
+            raise StoreUnavailableError("memory store is closed")
+        return self._now()
+
+    def _live(self, session_id: str, now: float) -> _Session:
+        s = self._sessions.get(session_id)
+        if s is None:
+            raise SessionNotFoundError(f"session {session_id!r} not found")
+        if s.expired(now):
+            raise SessionNotFoundError(
+                f"session {session_id!r} expired at {s.expires_at} (now {now})"
+            )
+        return s
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def create(
+        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    ) -> Snapshot:
+        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
+        session_id = self._check_session_id(session_id)
+        ttl = self._check_ttl(ttl_s)
+        plain, _ = self._check_document(
+            {} if data is None else data, argument="data", what=f"session {session_id!r}"
+        )
+        now = await self._enter()
+        with self._lock:
+            old = self._sessions.get(session_id)
+            if old is not None and not old.expired(now):
+                raise ConfigurationError("session_id", session_id, "a session with this id exists")
+            s = _Session(
+                version=1,
+                data=freeze_mapping(plain),
+                field_expires=MappingProxyType({}),
+                created_at=now,
+                updated_at=now,
+                ttl_s=ttl,
+                expires_at=None if ttl is None else now + ttl,
+            )
+            self._sessions[session_id] = s
+        return _snapshot(session_id, s, now)
+
+    async def get(self, session_id: str) -> Snapshot:
+        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
+        session_id = self._check_session_id(session_id)
+        now = await self._enter()
+        with self._lock:
+            s = self._live(session_id, now)
+        return _snapshot(session_id, s, now)
+
+    async def put(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        field_ttl_s: Mapping[str, float] | None = None,
+    ) -> Snapshot:
+        """Replace the session's data if it is still at ``expected_version``."""
+        session_id = self._check_session_id(session_id)
+        expected = self._check_expected_version(expected_version)
+        plain, _ = self._check_document(data, argument="data", what=f"session {session_id!r}")
+        ttls = self._check_field_ttls(field_ttl_s, plain)
+        now = await self._enter()
+        with self._lock:
+            old = self._live(session_id, now)
+            if old.version != expected:
+                raise self._stale(session_id, expected, old.version)
+            s = replace(
+                old,
+                version=old.version + 1,
+                data=freeze_mapping(plain),
+                field_expires=MappingProxyType(
+                    merge_field_expiry(old.field_expires, plain, ttls, now)
+                ),
+                updated_at=now,
+            )
+            self._sessions[session_id] = s
+        return _snapshot(session_id, s, now)
+
+    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
+        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
+
+        The version does not change: a renewal is not a write of the data.
+        """
+        session_id = self._check_session_id(session_id)
+        ttl = self._check_ttl(ttl_s)
+        now = await self._enter()
+        with self._lock:
+            old = self._live(session_id, now)
+            ttl = old.ttl_s if ttl is None else ttl
+            s = replace(old, ttl_s=ttl, expires_at=None if ttl is None else now + ttl)
+            self._sessions[session_id] = s
+        return _snapshot(session_id, s, now)
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session; True if a live one was removed."""
+        session_id = self._check_session_id(session_id)
+        now = await self._enter()
+        with self._lock:
+            s = self._sessions.pop(session_id, None)
+        return s is not None and not s.expired(now)
+
+    async def gc(self) -> int:
+        """Delete expired sessions and expired fields; return how many of both were removed.
+
+        Dropping an expired field does not change the version: readers never saw it.
+        """
+        now = await self._enter()
+        sessions = fields = 0
+        with self._lock:
+            for session_id, s in list(self._sessions.items()):
+                if s.expired(now):
+                    del self._sessions[session_id]
+                    sessions += 1
+                    continue
+                live = live_fields(s.field_expires, now)
+                if len(live) == len(s.field_expires):
+                    continue
+                gone = s.field_expires.keys() - live.keys()
+                fields += len(gone)
+                self._sessions[session_id] = replace(
+                    s,
+                    data=MappingProxyType({k: v for k, v in s.data.items() if k not in gone}),
+                    field_expires=MappingProxyType(live),
+                )
+        self._counters.add("gc_sessions", sessions)
+        self._counters.add("gc_fields", fields)
+        return sessions + fields
+
+    # --- records -------------------------------------------------------------------------
+
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        """The record, or None if there is none."""
+        ns_key = self._check_record_key(namespace, key)
+        await self._enter()
+        with self._lock:
+            return self._records.get(ns_key)
+
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> Record:
+        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
+        namespace, key = self._check_record_key(namespace, key)
+        expected = (
+            None if expected_version is None else self._check_expected_version(expected_version)
+        )
+        plain, _ = self._check_document(
+            value, argument="value", what=f"record {record_name(namespace, key)!r}"
+        )
+        now = await self._enter()
+        with self._lock:
+            old = self._records.get((namespace, key))
+            actual = None if old is None else old.version
+            if expected is not None and (actual or 0) != expected:
+                raise self._stale(record_name(namespace, key), expected, actual)
+            record = Record(
+                namespace=namespace,
+                key=key,
+                version=(actual or 0) + 1,
+                value=freeze_mapping(plain),
+                updated_at=now,
+            )
+            self._records[(namespace, key)] = record
+        return record
+
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
+        namespace, _ = self._check_record_key(namespace, "-")
+        if not isinstance(prefix, str):
+            raise ConfigurationError("prefix", prefix, "must be a string")
+        await self._enter()
+        with self._lock:
+            found = [
+                r
+                for (ns, key), r in self._records.items()
+                if ns == namespace and key.startswith(prefix)
+            ]
+        return sorted(found, key=lambda r: r.key)
+
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        """Remove a record; True if it existed."""
+        ns_key = self._check_record_key(namespace, key)
+        await self._enter()
+        with self._lock:
+            return self._records.pop(ns_key, None) is not None
+
+    async def close(self) -> None:
+        """Refuse further operations. The data is dropped with the object."""
+        self._closed = True

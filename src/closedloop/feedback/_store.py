@@ -1,0 +1,398 @@
+"""The state store contract: ``Snapshot``, ``Record``, ``StateStore`` and shared machinery.
+
+Backends (memory, SQLite, later Redis) share one behaviour, kept here so it cannot drift:
+argument checks, the JSON/size gate in front of every write, the field-expiry rules and
+the read-modify-CAS loop behind ``update``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
+from .._validation import require_int_at_least, require_positive
+from ._json import JSONValue, check_json, encode_document, thaw
+
+__all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "BaseStore",
+    "Record",
+    "Snapshot",
+    "StateStore",
+    "StoreStats",
+    "live_fields",
+    "merge_field_expiry",
+    "record_name",
+]
+
+DEFAULT_MAX_DOCUMENT_BYTES = 1_000_000
+"""Largest session document or record value, in bytes of compact UTF-8 JSON."""
+
+_MAX_ID_LENGTH = 1024
+_NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An immutable view of one session's state at one version.
+
+    ``data`` is read-only all the way down (objects are ``MappingProxyType``, arrays are
+    tuples); :meth:`to_dict` gives a mutable copy to build the next version from.
+    ``field_expires_at`` maps each field that has its own TTL to the time it disappears.
+    """
+
+    session_id: str
+    version: int
+    data: Mapping[str, JSONValue]
+    created_at: float
+    updated_at: float
+    expires_at: float | None
+    field_expires_at: Mapping[str, float] = field(default_factory=lambda: _NO_EXPIRY)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A mutable deep copy of ``data`` (dicts and lists)."""
+        return thaw(self.data)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A small keyed document beside the sessions (effect ledger, handover queue, ...).
+
+    ``version`` is 1 when the record is first written and grows by one on every write.
+    """
+
+    namespace: str
+    key: str
+    version: int
+    value: Mapping[str, JSONValue]
+    updated_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A mutable deep copy of ``value``."""
+        return thaw(self.value)  # type: ignore[no-any-return]
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Session-bound state with compare-and-set versions, TTLs, and keyed records.
+
+    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore`` and
+    ``SQLiteStore`` implement it. Values must be JSON-serialisable.
+    """
+
+    async def create(
+        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    ) -> Snapshot: ...
+
+    async def get(self, session_id: str) -> Snapshot: ...
+
+    async def put(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        field_ttl_s: Mapping[str, float] | None = None,
+    ) -> Snapshot: ...
+
+    async def update(
+        self,
+        session_id: str,
+        fn: Callable[[Snapshot], Mapping[str, Any]],
+        *,
+        max_attempts: int = 16,
+    ) -> Snapshot: ...
+
+    async def delete(self, session_id: str) -> bool: ...
+
+    async def gc(self) -> int: ...
+
+    async def record_get(self, namespace: str, key: str) -> Record | None: ...
+
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> Record: ...
+
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]: ...
+
+    async def record_delete(self, namespace: str, key: str) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counters of one store object since it was opened (this process only)."""
+
+    cas_retries: int = 0
+    """``update`` attempts that lost a compare-and-set and read again."""
+    cas_conflicts: int = 0
+    """``StaleStateError``s raised by ``put`` and ``record_put`` (including inside ``update``)."""
+    gc_sessions: int = 0
+    """Expired sessions deleted by ``gc``."""
+    gc_fields: int = 0
+    """Expired fields deleted by ``gc``."""
+
+
+class _Counters:
+    # Updated from event-loop threads and from SyncStore's loop thread alike.
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = {"cas_retries": 0, "cas_conflicts": 0, "gc_sessions": 0, "gc_fields": 0}
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def snapshot(self) -> StoreStats:
+        with self._lock:
+            return StoreStats(**self._values)
+
+
+def live_fields(field_expires: Mapping[str, float], now: float) -> dict[str, float]:
+    """The field expiries that have not passed at ``now``."""
+    return {name: at for name, at in field_expires.items() if at > now}
+
+
+def merge_field_expiry(
+    old: Mapping[str, float],
+    new_data: Mapping[str, Any],
+    field_ttl_s: Mapping[str, float],
+    now: float,
+) -> dict[str, float]:
+    """Field expiries after a put.
+
+    A field keeps its expiry across writes (a loop that rewrites the whole document must
+    not make a temporary field immortal) until it expires, is removed from the document,
+    or is given a fresh TTL in ``field_ttl_s``.
+    """
+    merged = {name: at for name, at in old.items() if name in new_data and at > now}
+    for name, ttl in field_ttl_s.items():
+        merged[name] = now + ttl
+    return merged
+
+
+def _check_id(argument: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(argument, value, "must be a non-empty string")
+    if len(value) > _MAX_ID_LENGTH:
+        raise ConfigurationError(
+            argument, value[:40] + "...", f"must be at most {_MAX_ID_LENGTH} characters"
+        )
+    return value
+
+
+class BaseStore(ABC):
+    """Behaviour every backend shares. Subclasses implement the storage operations."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    ) -> None:
+        if not callable(clock):
+            raise ConfigurationError("clock", clock, "must be a callable returning seconds")
+        self._clock = clock
+        self.max_document_bytes = require_int_at_least("max_document_bytes", max_document_bytes, 2)
+        self._counters = _Counters()
+
+    @property
+    def stats(self) -> StoreStats:
+        """A snapshot of this store's counters (CAS retries and conflicts, gc removals)."""
+        return self._counters.snapshot()
+
+    def _now(self) -> float:
+        return float(self._clock())
+
+    # --- what a backend implements ------------------------------------------------------
+
+    @abstractmethod
+    async def create(
+        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    ) -> Snapshot:
+        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
+
+    @abstractmethod
+    async def get(self, session_id: str) -> Snapshot:
+        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
+
+    @abstractmethod
+    async def put(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        field_ttl_s: Mapping[str, float] | None = None,
+    ) -> Snapshot:
+        """Replace the session's data if it is still at ``expected_version``."""
+
+    @abstractmethod
+    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
+        """Renew the session's TTL from now (``ttl_s``, or the one it was created with)."""
+
+    @abstractmethod
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session; True if a live one was removed."""
+
+    @abstractmethod
+    async def gc(self) -> int:
+        """Delete expired sessions and expired fields; return how many of both were removed."""
+
+    @abstractmethod
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        """The record, or None if there is none."""
+
+    @abstractmethod
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> Record:
+        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
+
+    @abstractmethod
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
+
+    @abstractmethod
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        """Remove a record; True if it existed."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the backend; later operations raise ``StoreUnavailableError``."""
+
+    # --- the shared read-modify-CAS loop -------------------------------------------------
+
+    async def update(
+        self,
+        session_id: str,
+        fn: Callable[[Snapshot], Mapping[str, Any]],
+        *,
+        max_attempts: int = 16,
+        field_ttl_s: Mapping[str, float] | None = None,
+    ) -> Snapshot:
+        """Read, apply ``fn`` to the snapshot, and compare-and-set the result.
+
+        On a lost race ``fn`` runs again on the fresh snapshot (so it must be a pure
+        function of its argument); each retry is counted in ``stats.cas_retries``. After
+        ``max_attempts`` lost races the last :class:`StaleStateError` is raised.
+        """
+        require_int_at_least("max_attempts", max_attempts, 1)
+        last: StaleStateError | None = None
+        for attempt in range(max_attempts):
+            if attempt:
+                self._counters.add("cas_retries")
+            snapshot = await self.get(session_id)
+            new_data = fn(snapshot)
+            try:
+                return await self.put(
+                    session_id,
+                    new_data,
+                    expected_version=snapshot.version,
+                    field_ttl_s=field_ttl_s,
+                )
+            except StaleStateError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- argument and value checks -------------------------------------------------------
+
+    @staticmethod
+    def _check_session_id(session_id: object) -> str:
+        return _check_id("session_id", session_id)
+
+    @staticmethod
+    def _check_record_key(namespace: object, key: object) -> tuple[str, str]:
+        return _check_id("namespace", namespace), _check_id("key", key)
+
+    @staticmethod
+    def _check_ttl(ttl_s: float | None) -> float | None:
+        return None if ttl_s is None else require_positive("ttl_s", ttl_s)
+
+    @staticmethod
+    def _check_expected_version(expected_version: object) -> int:
+        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+            raise ConfigurationError(
+                "expected_version", expected_version, "must be an integer version"
+            )
+        if expected_version < 0:
+            raise ConfigurationError("expected_version", expected_version, "must be >= 0")
+        return expected_version
+
+    @staticmethod
+    def _check_field_ttls(
+        field_ttl_s: Mapping[str, float] | None, plain: Mapping[str, Any]
+    ) -> dict[str, float]:
+        if field_ttl_s is None:
+            return {}
+        if not isinstance(field_ttl_s, Mapping):
+            raise ConfigurationError("field_ttl_s", field_ttl_s, "must be a mapping of seconds")
+        missing = sorted(str(name) for name in field_ttl_s if name not in plain)
+        if missing:
+            raise ConfigurationError(
+                "field_ttl_s", dict(field_ttl_s), f"names fields not in data: {missing}"
+            )
+        return {
+            name: require_positive(f"field_ttl_s[{name!r}]", ttl)
+            for name, ttl in field_ttl_s.items()
+        }
+
+    def _check_document(
+        self, data: object, *, argument: str, what: str
+    ) -> tuple[dict[str, Any], str]:
+        """Validate a top-level JSON object; return its plain copy and its JSON text."""
+        if not isinstance(data, Mapping):
+            raise ConfigurationError(
+                argument, type(data).__name__, "must be a mapping (a JSON object)"
+            )
+        plain: dict[str, Any] = check_json(data, argument)
+        text = encode_document(plain)
+        self._check_size(text, what)
+        return plain, text
+
+    def _check_size(self, text: str, what: str) -> None:
+        size = len(text.encode("utf-8"))
+        if size > self.max_document_bytes:
+            raise StateSerializationError(
+                f"{what}: {size} bytes of JSON, above max_document_bytes="
+                f"{self.max_document_bytes}; nothing was written (compact the state, e.g. "
+                "summarise or drop old fields, or raise the limit)"
+            )
+
+    def _stale(self, name: str, expected: int, actual: int | None) -> StaleStateError:
+        self._counters.add("cas_conflicts")
+        return StaleStateError(name, expected, actual)
+
+
+def record_name(namespace: str, key: str) -> str:
+    """How a record is named in errors (``StaleStateError`` calls it a session)."""
+    return f"{namespace}/{key}"

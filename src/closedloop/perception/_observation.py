@@ -1,0 +1,286 @@
+"""The scored observation: what the loop knows about one answer from the world."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._compact import compact
+
+__all__ = ["EMPTY_MEANING", "Observation", "ObservationStatus"]
+
+EMPTY_MEANING = "no match found; this is not the absence of a constraint"
+"""What an empty result means. Seed 004's incident: a model read an empty list as "no
+restriction applies" and acted on it. The meaning sentence says otherwise, every time."""
+
+
+_UNSET: Any = object()  # tells "no value given" from an explicit None
+
+
+class ObservationStatus(StrEnum):
+    """How an answer came about; decision rules key on this, not on the value."""
+
+    OK = "ok"
+    EMPTY = "empty"
+    PARTIAL = "partial"
+    STALE = "stale"
+    ERROR = "error"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+
+
+def _now(timestamp: float | None) -> float:
+    # Constructors are used at the edges (tools, tests, adapters) where a wall-clock
+    # default is the convenient one; HttpTool always passes its injected clock.
+    return time.time() if timestamp is None else timestamp
+
+
+class Observation(BaseModel):
+    """One scored answer from the world.
+
+    ``confidence`` is how far the loop may trust ``value`` (1.0: fresh and complete,
+    0.0: nothing usable). ``meaning`` is one sentence for the model to read; it states
+    what the status implies, e.g. that an empty result is not the absence of a constraint.
+    ``raw`` keeps what the source actually sent (compacted when huge). The model is
+    frozen; ``value`` and ``raw`` are not deep-copied, so treat them as read-only.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    value: Any
+    confidence: float = Field(ge=0.0, le=1.0)
+    timestamp: float
+    source: str = Field(min_length=1)
+    status: ObservationStatus
+    meaning: str = Field(min_length=1)
+    raw: Any = None
+    latency_s: float | None = Field(default=None, ge=0.0)
+    error: str | None = None
+    retry_after_s: float | None = Field(default=None, ge=0.0)
+    age_s: float | None = Field(default=None, ge=0.0)
+
+    @property
+    def usable(self) -> bool:
+        """True when ``value`` carries an answer the loop may act on (possibly degraded)."""
+        return self.status in (
+            ObservationStatus.OK,
+            ObservationStatus.EMPTY,
+            ObservationStatus.PARTIAL,
+            ObservationStatus.STALE,
+        ) or (self.status is ObservationStatus.TIMEOUT and self.age_s is not None)
+
+    def compacted(self, max_chars: int) -> Observation:
+        """A copy with ``value`` and ``raw`` cut to ``max_chars``; ``meaning`` names the cuts."""
+        notes: list[str] = []
+        update: dict[str, Any] = {}
+        for name in ("value", "raw"):
+            result = compact(getattr(self, name), max_chars)
+            if result.cut:
+                update[name] = result.value
+                notes.append(f"{name} {result.note}")
+        if not notes:
+            return self
+        update["meaning"] = f"{self.meaning} ({'; '.join(notes)})"
+        return self.model_copy(update=update)
+
+    @classmethod
+    def ok(
+        cls,
+        value: Any,
+        *,
+        source: str,
+        timestamp: float | None = None,
+        confidence: float = 1.0,
+        meaning: str | None = None,
+        raw: Any = None,
+        latency_s: float | None = None,
+    ) -> Observation:
+        """A fresh, complete answer."""
+        return cls(
+            value=value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.OK,
+            meaning=meaning or f"{source} answered with a complete result",
+            raw=raw,
+            latency_s=latency_s,
+        )
+
+    @classmethod
+    def empty(
+        cls,
+        *,
+        source: str,
+        value: Any = _UNSET,
+        timestamp: float | None = None,
+        confidence: float = 0.9,
+        meaning: str = EMPTY_MEANING,
+        raw: Any = None,
+        latency_s: float | None = None,
+    ) -> Observation:
+        """A well-formed answer with no match in it (``value`` defaults to ``[]``).
+
+        The default confidence 0.9 is the trust that there really is no match: the
+        source answered properly, but an empty answer is also what a silently failing
+        index returns, so it is kept below a complete result.
+        """
+        return cls(
+            value=[] if value is _UNSET else value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.EMPTY,
+            meaning=meaning,
+            raw=raw,
+            latency_s=latency_s,
+        )
+
+    @classmethod
+    def partial(
+        cls,
+        value: Any,
+        *,
+        source: str,
+        missing: Sequence[str] = (),
+        timestamp: float | None = None,
+        confidence: float = 0.6,
+        meaning: str | None = None,
+        raw: Any = None,
+        latency_s: float | None = None,
+        age_s: float | None = None,
+        error: str | None = None,
+    ) -> Observation:
+        """An answer with key fields missing or failing the schema."""
+        what = f"key fields missing: {', '.join(missing)}" if missing else "answer is incomplete"
+        return cls(
+            value=value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.PARTIAL,
+            meaning=meaning or f"{source}: {what}",
+            raw=raw,
+            latency_s=latency_s,
+            age_s=age_s,
+            error=error,
+        )
+
+    @classmethod
+    def stale(
+        cls,
+        value: Any,
+        *,
+        source: str,
+        age_s: float,
+        timestamp: float | None = None,
+        confidence: float = 0.7,
+        meaning: str | None = None,
+        raw: Any = None,
+        latency_s: float | None = None,
+        error: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> Observation:
+        """A cached answer standing in for a fresh one that could not be had."""
+        return cls(
+            value=value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.STALE,
+            meaning=meaning or f"{source}: cached answer from {age_s:.1f} s ago, not fresh",
+            raw=raw,
+            latency_s=latency_s,
+            error=error,
+            retry_after_s=retry_after_s,
+            age_s=age_s,
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        error: str,
+        *,
+        source: str,
+        confidence: float = 0.0,
+        timestamp: float | None = None,
+        meaning: str | None = None,
+        value: Any = None,
+        raw: Any = None,
+        latency_s: float | None = None,
+        retry_after_s: float | None = None,
+    ) -> Observation:
+        """No usable answer (status ``error``); named ``failed`` because ``error`` is a field."""
+        return cls(
+            value=value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.ERROR,
+            meaning=meaning or f"{source} gave no usable answer: {error}",
+            raw=raw,
+            latency_s=latency_s,
+            error=error,
+            retry_after_s=retry_after_s,
+        )
+
+    @classmethod
+    def rate_limited(
+        cls,
+        *,
+        source: str,
+        retry_after_s: float | None = None,
+        timestamp: float | None = None,
+        meaning: str | None = None,
+        raw: Any = None,
+        latency_s: float | None = None,
+    ) -> Observation:
+        """The source asked us to slow down; nothing was learned (confidence 0)."""
+        when = f"retry after {retry_after_s:g} s" if retry_after_s is not None else "back off"
+        return cls(
+            value=None,
+            confidence=0.0,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.RATE_LIMITED,
+            meaning=meaning or f"{source} is rate limiting us; {when}; no data was returned",
+            raw=raw,
+            latency_s=latency_s,
+            error="rate limited",
+            retry_after_s=retry_after_s,
+        )
+
+    @classmethod
+    def timeout(
+        cls,
+        *,
+        source: str,
+        timeout_s: float,
+        value: Any = None,
+        age_s: float | None = None,
+        confidence: float = 0.1,
+        timestamp: float | None = None,
+        meaning: str | None = None,
+        latency_s: float | None = None,
+    ) -> Observation:
+        """No answer within ``timeout_s``; ``value`` may carry a cached answer of age ``age_s``."""
+        cached = (
+            f"; value is the cached answer from {age_s:.1f} s ago"
+            if age_s is not None
+            else "; no data"
+        )
+        return cls(
+            value=value,
+            confidence=confidence,
+            timestamp=_now(timestamp),
+            source=source,
+            status=ObservationStatus.TIMEOUT,
+            meaning=meaning or f"{source} did not answer within {timeout_s:.3g} s{cached}",
+            latency_s=latency_s,
+            error=f"timed out after {timeout_s:.3g} s",
+            age_s=age_s,
+        )

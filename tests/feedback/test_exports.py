@@ -1,0 +1,70 @@
+"""The public surface of closedloop.feedback is a decision: pin it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import closedloop.feedback as feedback
+
+EXPECTED = {
+    "CircuitBreaker",
+    "CircuitState",
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "Delivery",
+    "EmptyResult",
+    "EscalateToHuman",
+    "EventBus",
+    "FaultEvent",
+    "HANDOVER_NAMESPACE",
+    "HandlerOutcome",
+    "HandoverRequested",
+    "HealingAction",
+    "HealingKind",
+    "HealingStrategies",
+    "JSONValue",
+    "MemoryStore",
+    "OpenCircuit",
+    "RateLimited",
+    "Record",
+    "SQLiteStore",
+    "SchemaDrift",
+    "ServerError",
+    "Snapshot",
+    "StateStore",
+    "StoreStats",
+    "SwitchToCache",
+    "SyncStore",
+    "TimeoutEvent",
+    "WidenTimeout",
+    "event_payload",
+    "install_healing",
+}
+
+
+def test_exported_names() -> None:
+    assert set(feedback.__all__) == EXPECTED
+    assert len(feedback.__all__) == len(EXPECTED)
+    for name in feedback.__all__:
+        assert hasattr(feedback, name), name
+
+
+def test_public_classes_show_the_public_module() -> None:
+    for name in feedback.__all__:
+        obj = getattr(feedback, name)
+        if isinstance(obj, type):
+            assert obj.__module__ == "closedloop.feedback", name
+
+
+def test_value_types_are_frozen_dataclasses() -> None:
+    for cls in (
+        feedback.Snapshot,
+        feedback.Record,
+        feedback.StoreStats,
+        feedback.HealingAction,
+        feedback.Delivery,
+        feedback.HandlerOutcome,
+        feedback.FaultEvent,
+        feedback.RateLimited,
+    ):
+        assert dataclasses.is_dataclass(cls)
+        assert cls.__dataclass_params__.frozen, cls  # type: ignore[union-attr]

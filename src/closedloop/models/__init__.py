@@ -1,1 +1,136 @@
-"""closedloop.models (see ARCHITECTURE.md)."""
+"""closedloop.models: the plant of every loop, behind one async protocol.
+
+``load_model("local:qwen2.5-coder-0.5b")`` (or ``local:smollm2-135m``, ``local:/x.gguf``,
+``openai:gpt-4o-mini``, ``openai-compatible:http://127.0.0.1:8080/v1#name``) returns a
+model whose ``await model.complete(messages, response_schema=...)`` gives a ``Completion``.
+``FunctionModel`` and ``ScriptedModel`` stand in for real models in tests, where real calls
+are blocked unless a test opts in; ``FaultInjectingModel`` injects measured disturbances.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._faults import (
+    DRIFT_KINDS,
+    FAULT_PROFILES,
+    FaultInjectingModel,
+    FaultKind,
+    FaultProfile,
+    FaultRecord,
+)
+from ._guard import (
+    allow_real_model_calls,
+    block_real_model_calls,
+    real_model_calls_allowed,
+    set_real_model_calls_allowed,
+)
+from ._json import extract_json, parse_structured
+from ._local import LocalLlama, clear_local_model_cache
+from ._openai import OpenAICompatible, StructuredOutput
+from ._protocol import (
+    CallInfo,
+    Completion,
+    Message,
+    MessagesInput,
+    Model,
+    ModelBase,
+    RawCompletion,
+    ToolCall,
+    Usage,
+    normalize_messages,
+)
+from ._registry import (
+    BUILTIN_MODELS,
+    DEFAULT_MODEL,
+    BuiltinModel,
+    ModelStatus,
+    PullResult,
+    WheelMember,
+    builtin_model_path,
+    closedloop_home,
+    list_models,
+    models_dir,
+    pip_downloader,
+    pull_model,
+)
+from ._spec import SPEC_FORMS, ModelSpec, load_model, parse_model_spec
+from ._sync import SyncModel, complete_sync, run_sync
+from ._testing import FunctionModel, ScriptedModel, estimate_tokens
+from ._usage import (
+    FREE,
+    PRICES,
+    ModelUsage,
+    Price,
+    RunUsage,
+    UsageMeter,
+    current_usage_meter,
+    price_for,
+    usage_scope,
+)
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "DEFAULT_MODEL",
+    "DRIFT_KINDS",
+    "FAULT_PROFILES",
+    "FREE",
+    "PRICES",
+    "SPEC_FORMS",
+    "BuiltinModel",
+    "CallInfo",
+    "Completion",
+    "FaultInjectingModel",
+    "FaultKind",
+    "FaultProfile",
+    "FaultRecord",
+    "FunctionModel",
+    "LocalLlama",
+    "Message",
+    "MessagesInput",
+    "Model",
+    "ModelBase",
+    "ModelSpec",
+    "ModelStatus",
+    "ModelUsage",
+    "OpenAICompatible",
+    "Price",
+    "PullResult",
+    "RawCompletion",
+    "RunUsage",
+    "ScriptedModel",
+    "StructuredOutput",
+    "SyncModel",
+    "ToolCall",
+    "Usage",
+    "UsageMeter",
+    "WheelMember",
+    "allow_real_model_calls",
+    "block_real_model_calls",
+    "builtin_model_path",
+    "clear_local_model_cache",
+    "closedloop_home",
+    "complete_sync",
+    "current_usage_meter",
+    "estimate_tokens",
+    "extract_json",
+    "list_models",
+    "load_model",
+    "models_dir",
+    "normalize_messages",
+    "parse_model_spec",
+    "parse_structured",
+    "pip_downloader",
+    "price_for",
+    "pull_model",
+    "real_model_calls_allowed",
+    "run_sync",
+    "set_real_model_calls_allowed",
+    "usage_scope",
+]
+
+for _name in __all__:
+    # Reprs and docs show the public home of each name, as httpx does.
+    with contextlib.suppress(AttributeError, TypeError):
+        if isinstance(globals()[_name], type):
+            globals()[_name].__module__ = __name__

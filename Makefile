@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,models,local,server
+EXTRAS ?= dev,models,local,server,langgraph
 
 .PHONY: all setup test lint typecheck pytest demo bench models clean
 

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from .._home import closedloop_home
+
 __all__ = ["closedloop_home", "default_state_path"]
-
-
-def closedloop_home() -> Path:
-    """The directory for closedloop's state and runs, read from the environment at each call.
-
-    ``$CLOSEDLOOP_HOME`` when set and non-empty, else ``~/.cache/closedloop``. Not created here.
-    """
-    configured = os.environ.get("CLOSEDLOOP_HOME", "").strip()
-    base = Path(configured) if configured else Path("~/.cache/closedloop")
-    return base.expanduser()
 
 
 def default_state_path() -> Path:

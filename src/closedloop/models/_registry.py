@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from .._exceptions import ConfigurationError, ModelNotAvailableError, ModelPullError
+from .._home import closedloop_home
 
 __all__ = [
     "BUILTIN_MODELS",
@@ -128,12 +129,6 @@ class ModelStatus:
     verified: bool
     size_bytes: int | None
     default: bool
-
-
-def closedloop_home() -> Path:
-    """``$CLOSEDLOOP_HOME``, or ``~/.cache/closedloop`` when unset or empty."""
-    raw = os.environ.get("CLOSEDLOOP_HOME", "").strip()
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "closedloop"
 
 
 def models_dir(home: Path | None = None) -> Path:

@@ -12,6 +12,9 @@ from rich.console import Console
 from .._exceptions import ClosedLoopError
 from ._demo import app as demo_app
 from ._models import app as models_app
+from ._trace import plot as plot_command
+from ._trace import trace_app
+from ._world import app as world_app
 
 app = typer.Typer(
     name="closedloop",
@@ -22,8 +25,11 @@ app = typer.Typer(
 )
 app.add_typer(demo_app, name="demo")
 app.add_typer(models_app, name="models")
+app.add_typer(trace_app, name="trace")
+app.add_typer(world_app, name="world")
+app.command("plot")(plot_command)
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:

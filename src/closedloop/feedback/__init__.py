@@ -3,7 +3,8 @@
 ``feedback`` is the only place where state is stored (see ARCHITECTURE.md): every other
 part receives immutable :class:`Snapshot`s and hands back updates. Faults travel as typed
 events on an :class:`EventBus` whose registered strategies answer with
-:class:`HealingAction`s the loop applies.
+:class:`HealingAction`s the loop applies. Tasks frozen for a person wait in the persisted
+:class:`HandoverQueue` until a reviewer approves, edits or rejects them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from ._events import (
     ServerError,
     TimeoutEvent,
 )
-from ._healing import (
+from ._handover import (
     HANDOVER_NAMESPACE,
+    HandoverDecision,
+    HandoverItem,
+    HandoverQueue,
+    HandoverStatus,
+)
+from ._healing import (
     EscalateToHuman,
     HealingAction,
     HealingKind,
@@ -48,7 +55,11 @@ __all__ = [
     "EventBus",
     "FaultEvent",
     "HandlerOutcome",
+    "HandoverDecision",
+    "HandoverItem",
+    "HandoverQueue",
     "HandoverRequested",
+    "HandoverStatus",
     "HealingAction",
     "HealingKind",
     "HealingStrategies",

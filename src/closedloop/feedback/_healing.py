@@ -21,6 +21,7 @@ from .._validation import require_int_at_least, require_positive
 from ._bus import EventBus
 from ._circuit import CircuitBreaker, CircuitState
 from ._events import HandoverRequested, RateLimited, SchemaDrift, ServerError, TimeoutEvent
+from ._handover import HANDOVER_NAMESPACE, escalation_record
 from ._json import JSONValue, check_json, freeze_mapping, thaw
 from ._store import StateStore
 
@@ -36,9 +37,6 @@ __all__ = [
     "event_payload",
     "install_healing",
 ]
-
-HANDOVER_NAMESPACE = "handover"
-"""The record namespace of the human handover queue."""
 
 
 class SourcedEvent(Protocol):
@@ -227,8 +225,10 @@ class EscalateToHuman:
     """Put the task in the human handover queue after ``after`` events from one source.
 
     Writes a record in ``store``'s ``"handover"`` namespace, keyed ``<session>/<id>``, with
-    an audit payload (the event, its type, the reason, when, how many times), claimed with
-    ``expected_version=0`` so a queue entry is never overwritten.
+    an audit payload (the event, its type, the reason, when, how many times; secrets
+    redacted), claimed with ``expected_version=0`` so a queue entry is never overwritten.
+    The record's format is :func:`escalation_record`'s; ``HandoverQueue`` lists it as a
+    pending item a reviewer decides like any other.
     """
 
     def __init__(
@@ -272,16 +272,15 @@ class EscalateToHuman:
         await self.store.record_put(
             self.namespace,
             key,
-            {
-                "status": "open",
-                "session_id": session,
-                "source": event.source,
-                "event_type": type(event).__name__,
-                "event": event_payload(event),
-                "occurrences": count,
-                "reason": reason,
-                "created_at": self._clock(),
-            },
+            escalation_record(
+                session_id=session,
+                source=event.source,
+                event_type=type(event).__name__,
+                event=event_payload(event),
+                occurrences=count,
+                reason=reason,
+                created_at=self._clock(),
+            ),
             expected_version=0,
         )
         return HealingAction(

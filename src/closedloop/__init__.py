@@ -8,9 +8,49 @@ schedules), ``closedloop.perception``, ``closedloop.decision``, ``closedloop.exe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._exceptions import *  # noqa: F403
 from ._exceptions import __all__ as _exceptions_all
 
+if TYPE_CHECKING:
+    from .agent import (  # noqa: F401 - re-exported lazily by __getattr__ below
+        Agent,
+        HaltReason,
+        RunResult,
+        run_agent,
+        run_agent_async,
+        stop_after_delay,
+        stop_after_steps,
+        stop_on_budget,
+        stop_on_no_progress,
+        stop_on_repeats,
+        tool,
+    )
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__", *_exceptions_all]
+_agent_all = [
+    "Agent",
+    "HaltReason",
+    "RunResult",
+    "run_agent",
+    "run_agent_async",
+    "stop_after_delay",
+    "stop_after_steps",
+    "stop_on_budget",
+    "stop_on_no_progress",
+    "stop_on_repeats",
+    "tool",
+]
+
+__all__ = sorted(["__version__", *_exceptions_all, *_agent_all])
+
+
+def __getattr__(name: str) -> Any:
+    # The loop's names load on first use: ``import closedloop`` (and the CLI) stays light.
+    if name in _agent_all:
+        from . import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'closedloop' has no attribute {name!r}")

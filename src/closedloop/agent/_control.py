@@ -1,0 +1,354 @@
+"""Control inside the loop (seed 000 §3.3 and §4.3).
+
+Per step type, a PID on that step's error e ∈ [0, 1], warm-started from the recent errors
+of the same key kept in the store, so the first call of a known step type does not start
+cold. Its output u drives the actuators through an ``ActuatorSchedule``. Per task, a
+``RegressionESO`` on (control effort, setpoint, step quality) estimates the total
+disturbance f_est, a ``ProtocolSelector`` with hysteresis turns it into a defence
+protocol, and two ``LyapunovMonitor``s watch task quality across steps and across replans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._exceptions import ConfigurationError
+from .._validation import (
+    require_int_at_least,
+    require_non_negative,
+    require_unit_interval,
+)
+from ..control import (
+    PID,
+    ActuatorSchedule,
+    ActuatorSettings,
+    FeedbackIntensity,
+    LyapunovMonitor,
+    LyapunovVerdict,
+    Protocol,
+    ProtocolSelector,
+    RegressionESO,
+    Strictness,
+    schedule_linear,
+    schedule_max_retries,
+    schedule_retry_delay_ms,
+    schedule_strictness,
+)
+from ..feedback import StateStore
+from ..perception import Observation, ObservationStatus, error_edit_distance
+from ._records import ActionCall
+from ._state import resolve_path
+
+__all__ = [
+    "EMPTY_ERROR",
+    "ControlConfig",
+    "ControllerBank",
+    "ErrorMetric",
+    "TaskControl",
+    "confidence_deficit",
+    "default_schedule",
+    "edit_distance_metric",
+    "rigour_instruction",
+]
+
+ErrorMetric = Callable[[ActionCall | None, Observation], float]
+"""A step type's error signal: ``(action, observation) -> e`` in [0, 1], 0 is no error."""
+
+EMPTY_ERROR = 0.5
+"""The least error an empty answer counts for: well-formed, but it carried no information."""
+
+
+def confidence_deficit(action: ActionCall | None, observation: Observation) -> float:
+    """``1 − confidence``; an empty answer counts at least :data:`EMPTY_ERROR`.
+
+    An empty result's confidence (0.9) is the trust that there really is no match; for
+    the step that asked, it is still a step that learned nothing (seed 004).
+    """
+    error = 1.0 - observation.confidence
+    if observation.status is ObservationStatus.EMPTY:
+        error = max(error, EMPTY_ERROR)
+    return min(1.0, max(0.0, error))
+
+
+def edit_distance_metric(argument: str, value_path: str) -> ErrorMetric:
+    """Seed 000 §3.1's e2: normalised edit distance between an argument and the answer.
+
+    ``edit_distance_metric("city", "city")`` compares what was asked for with what came
+    back; a missing value or a failed observation is an error of 1.0.
+    """
+
+    def metric(action: ActionCall | None, observation: Observation) -> float:
+        if action is None or not observation.usable:
+            return 1.0
+        asked = action.arguments.get(argument)
+        found, got = resolve_path(observation.value, value_path)
+        if asked is None or not found or got is None:
+            return 1.0
+        return error_edit_distance(str(asked), str(got))
+
+    metric.__name__ = f"edit_distance({argument}, {value_path})"
+    return metric
+
+
+def default_schedule() -> ActuatorSchedule:
+    """The loop's actuator schedule: strict decoding from u = 0.7; tool timeout 10 s + 20 s·u;
+    retry delay 100 + 500·u ms; one extra attempt from u = 0.5."""
+    return ActuatorSchedule(
+        strictness=schedule_strictness(0.7),
+        retry_delay_ms=schedule_retry_delay_ms(),
+        timeout_ms=schedule_linear(10_000.0, 20_000.0),
+        max_retries=schedule_max_retries(0.5, 0, 1),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlConfig:
+    """Every gain and threshold of the control inside the loop, in one place.
+
+    PID: ``kp``, ``ki``, ``kd`` (seed 000's 0.8 / 0.05 / 0.3), one update per step
+    (``dt = 1``), output in [0, 1]. ``warm_start`` replays the last ``history_window``
+    errors of the same step type from the store namespace ``namespace``. ``metrics``
+    maps step types (tool names) to their error metric; others use ``default_metric``.
+    ESO: ``eso_window``, ``eso_min_samples``, ``setpoint`` (what the task demands, in
+    [0, 1]; a task's ``complexity`` overrides it). Protocols: ``protocol_thresholds`` and
+    ``hysteresis``; ``protocols=False`` keeps the loop at ``normal``. Lyapunov:
+    ``lyapunov_patience`` consecutive increases of V end a run across replans.
+    """
+
+    kp: float = 0.8
+    ki: float = 0.05
+    kd: float = 0.3
+    anti_windup: str = "clamp"
+    warm_start: bool = True
+    history_window: int = 10
+    namespace: str = "control"
+    schedule: ActuatorSchedule = field(default_factory=default_schedule)
+    metrics: Mapping[str, ErrorMetric] = field(default_factory=dict)
+    default_metric: ErrorMetric = confidence_deficit
+    eso_window: int = 15
+    eso_min_samples: int = 5
+    setpoint: float = 1.0
+    protocol_thresholds: tuple[float, float, float] = (0.4, 0.6, 0.8)
+    hysteresis: float = 0.05
+    protocols: bool = True
+    lyapunov_patience: int = 3
+    quality_smoothing: float = 0.5
+    rigour_prompt: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("kp", "ki", "kd"):
+            require_non_negative(name, getattr(self, name))
+        require_int_at_least("history_window", self.history_window, 1)
+        require_int_at_least("eso_min_samples", self.eso_min_samples, 1)
+        require_int_at_least("eso_window", self.eso_window, self.eso_min_samples)
+        require_unit_interval("setpoint", self.setpoint)
+        require_unit_interval("hysteresis", self.hysteresis)
+        require_int_at_least("lyapunov_patience", self.lyapunov_patience, 1)
+        require_unit_interval("quality_smoothing", self.quality_smoothing)
+        if not isinstance(self.namespace, str) or not self.namespace:
+            raise ConfigurationError("namespace", self.namespace, "must be a non-empty string")
+        if not isinstance(self.schedule, ActuatorSchedule):
+            raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
+        ProtocolSelector(self.protocol_thresholds, self.hysteresis)  # validates both
+        object.__setattr__(self, "metrics", dict(self.metrics))
+
+    def metric_for(self, step_type: str) -> ErrorMetric:
+        return self.metrics.get(step_type, self.default_metric)
+
+    def new_pid(self) -> PID:
+        # The PID regulates quality (1 − e) towards 1, so its error term is e itself and
+        # u grows with the error; the derivative acts on the measurement (no kick).
+        return PID(
+            self.kp,
+            self.ki,
+            self.kd,
+            setpoint=1.0,
+            output_limits=(0.0, 1.0),
+            anti_windup=self.anti_windup,
+            time_fn=lambda: 0.0,
+        )
+
+
+def _output(pid: PID) -> float:
+    p, i, d = pid.components
+    return min(1.0, max(0.0, p + i + d))
+
+
+class ControllerBank:
+    """One PID per step type, warm-started from and persisted to the store.
+
+    The per-key record holds the last ``history_window`` errors; a key seen for the first
+    time in this process is rebuilt by replaying them, so its first output is the one the
+    history earned, not zero.
+    """
+
+    def __init__(self, config: ControlConfig, store: StateStore) -> None:
+        self.config = config
+        self.store = store
+        self._pids: dict[str, PID] = {}
+        self._history: dict[str, list[float]] = {}
+        self.warm: dict[str, int] = {}
+
+    async def ensure(self, key: str) -> PID:
+        pid = self._pids.get(key)
+        if pid is not None:
+            return pid
+        pid = self.config.new_pid()
+        history: list[float] = []
+        if self.config.warm_start:
+            record = await self.store.record_get(self.config.namespace, key)
+            if record is not None:
+                raw = record.value.get("errors", ())
+                if isinstance(raw, list | tuple):
+                    history = [
+                        min(1.0, max(0.0, float(e)))
+                        for e in raw
+                        if isinstance(e, int | float) and not isinstance(e, bool)
+                    ]
+        history = history[-self.config.history_window :]
+        for error in history:
+            pid(1.0 - error, dt=1.0)
+        self._pids[key] = pid
+        self._history[key] = history
+        self.warm[key] = len(history)
+        return pid
+
+    async def output(self, key: str) -> float:
+        """The current control signal of ``key`` (its warm start before any update)."""
+        return _output(await self.ensure(key))
+
+    async def settings(self, key: str) -> ActuatorSettings:
+        return self.config.schedule(await self.output(key))
+
+    async def update(self, key: str, error: float) -> tuple[float, tuple[float, float, float]]:
+        """Feed one step's error; returns the new u and the PID's (P, I, D) terms."""
+        pid = await self.ensure(key)
+        e = min(1.0, max(0.0, float(error)))
+        u = pid(1.0 - e, dt=1.0)
+        history = self._history[key]
+        history.append(e)
+        del history[: -self.config.history_window]
+        await self.store.record_put(self.config.namespace, key, {"errors": list(history)})
+        return u, pid.components
+
+
+@dataclass(frozen=True, slots=True)
+class ControlReading:
+    """What the task-level control concluded after one step."""
+
+    f_est: float
+    protocol: Protocol
+    quality: float
+    task_quality: float
+    verdict: LyapunovVerdict
+
+
+class TaskControl:
+    """The per-task observer chain: ESO → protocol selector, and the Lyapunov monitors."""
+
+    def __init__(self, config: ControlConfig, setpoint: float) -> None:
+        self.config = config
+        self.setpoint = require_unit_interval("setpoint", setpoint)
+        self.eso = RegressionESO(window=config.eso_window, min_samples=config.eso_min_samples)
+        self.selector = ProtocolSelector(config.protocol_thresholds, config.hysteresis)
+        self.steps = LyapunovMonitor(1.0, config.lyapunov_patience)
+        self.replans = LyapunovMonitor(1.0, config.lyapunov_patience)
+        self.quality_ema: float | None = None
+        self._f_history: list[float] = []
+        self._step_scores: list[float] = []
+        self._replan_scores: list[float] = []
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.selector.protocol if self.config.protocols else Protocol.NORMAL
+
+    @property
+    def f_est(self) -> float:
+        return self.eso.f_est
+
+    def observe(self, control: float, quality: float, completion: float | None) -> ControlReading:
+        """One step: update the ESO, the protocol and the step monitor."""
+        q = min(1.0, max(0.0, quality))
+        f_est = self.eso.update(control, self.setpoint, q)
+        self._f_history.append(f_est)
+        del self._f_history[:-64]
+        protocol = self.selector.select(f_est) if self.config.protocols else Protocol.NORMAL
+        alpha = self.config.quality_smoothing
+        self.quality_ema = (
+            q if self.quality_ema is None else alpha * q + (1 - alpha) * self.quality_ema
+        )
+        task_quality = self.task_quality(completion)
+        verdict = self.steps.observe(task_quality)
+        self._step_scores.append(task_quality)
+        return ControlReading(f_est, protocol, q, task_quality, verdict)
+
+    def task_quality(self, completion: float | None) -> float:
+        """Task quality: the share of required fields complete, blended with step quality."""
+        ema = 0.0 if self.quality_ema is None else self.quality_ema
+        return ema if completion is None else 0.5 * completion + 0.5 * ema
+
+    def observe_replan(self, completion: float | None) -> LyapunovVerdict:
+        score = self.task_quality(completion)
+        self._replan_scores.append(score)
+        return self.replans.observe(score)
+
+    def reset_protocol(self) -> None:
+        """After a human decision: the disturbance was absorbed; estimate afresh."""
+        self.eso.reset()
+        self.selector.reset()
+        self._f_history.clear()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "eso": self.eso.state(),
+            "f_history": list(self._f_history),
+            "quality_ema": self.quality_ema,
+            "step_scores": list(self._step_scores[-64:]),
+            "replan_scores": list(self._replan_scores[-64:]),
+        }
+
+    @classmethod
+    def from_state(
+        cls, config: ControlConfig, setpoint: float, state: Mapping[str, Any]
+    ) -> TaskControl:
+        ctl = cls(config, setpoint)
+        if not state:
+            return ctl
+        ctl.eso = RegressionESO.from_state(state["eso"])
+        for f in state.get("f_history", ()):
+            ctl.selector.select(float(f))
+            ctl._f_history.append(float(f))
+        ema = state.get("quality_ema")
+        ctl.quality_ema = None if ema is None else float(ema)
+        for s in state.get("step_scores", ()):
+            ctl.steps.observe(float(s))
+            ctl._step_scores.append(float(s))
+        for s in state.get("replan_scores", ()):
+            ctl.replans.observe(float(s))
+            ctl._replan_scores.append(float(s))
+        return ctl
+
+
+_RIGOUR = {
+    FeedbackIntensity.LIGHT: "Act directly and follow the response format.",
+    FeedbackIntensity.MEDIUM: (
+        "Recent steps had errors: check every argument against the tool's schema "
+        "and against the observations before you answer; copy values exactly."
+    ),
+    FeedbackIntensity.HEAVY: (
+        "Recent steps failed repeatedly: use only values that appear in the task or "
+        "in the observations, never guess; an empty observation means 'no match', not 'no "
+        "constraint'; if you cannot go on, give a final answer that says what is missing."
+    ),
+}
+
+
+def rigour_instruction(settings: ActuatorSettings) -> str:
+    """The prompt-injection actuator: the current rigour stated as text for the system prompt."""
+    level = settings.feedback_intensity
+    text = f"Current rigour: {settings.u:.2f} ({level.value}). {_RIGOUR[level]}"
+    if settings.strictness is Strictness.STRICT:
+        text += " Reply with exactly one JSON object that matches the schema, and nothing else."
+    return text

@@ -201,3 +201,16 @@ def test_async_tools_run_on_the_loop_and_sync_ones_in_a_thread() -> None:
 def lambda_free_upper(text: str) -> str:
     """Upper-case a text."""
     return text.upper()
+
+
+def test_a_stored_observation_replayed_by_the_ledger_reads_as_itself() -> None:
+    from closedloop.agent import to_observation
+    from closedloop.perception import Observation
+
+    original = Observation.empty(source="rooms", timestamp=5.0)
+    stored = original.model_dump(mode="json")
+    again = to_observation(stored, source="rooms", timestamp=9.0)
+    assert again.status == "empty"
+    assert again == original
+    plain = to_observation({"status": "ok", "rooms": []}, source="rooms", timestamp=9.0)
+    assert plain.status == "ok" and plain.value == {"status": "ok", "rooms": []}

@@ -433,6 +433,11 @@ def to_observation(result: Any, *, source: str, timestamp: float) -> Observation
     """
     if isinstance(result, Observation):
         return result
+    replayed = _as_stored_observation(result)
+    if replayed is not None:
+        # The effect ledger hands back an observation's stored JSON on replay or
+        # reconciliation; it must read as the observation it was, not as an ok wrapper.
+        return replayed
     if isinstance(result, BaseModel):
         result = result.model_dump(mode="json")
     elif dataclasses.is_dataclass(result) and not isinstance(result, type):
@@ -440,6 +445,22 @@ def to_observation(result: Any, *, source: str, timestamp: float) -> Observation
     if _is_empty(result):
         return Observation.empty(source=source, value=result, timestamp=timestamp, raw=result)
     return Observation.ok(result, source=source, timestamp=timestamp)
+
+
+_OBSERVATION_REQUIRED = frozenset(
+    {"value", "confidence", "timestamp", "source", "status", "meaning"}
+)
+
+
+def _as_stored_observation(result: Any) -> Observation | None:
+    if not isinstance(result, Mapping) or not result.keys() >= _OBSERVATION_REQUIRED:
+        return None
+    if not result.keys() <= Observation.model_fields.keys():
+        return None
+    try:
+        return Observation.model_validate(dict(result))
+    except ValueError:
+        return None
 
 
 def requires_nonempty(*tools: str) -> Callable[[Any, Mapping[str, Any]], bool | str]:

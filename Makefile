@@ -5,9 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,models,local,server,langgraph
+EXTRAS ?= dev,models,local,server,langgraph,bench,otel
 
-.PHONY: all setup test lint typecheck pytest demo bench models clean
+.PHONY: all setup system-deps test lint typecheck pytest demo bench models clean
 
 all: test
 
@@ -20,7 +20,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
-setup: $(STAMP) models
+setup: system-deps $(STAMP) models
+
+# Debian packages the tests drive for real (headless chromium for the dashboard test).
+system-deps:
+	bash scripts/install_system_deps.sh
 
 models: $(STAMP)
 	$(BIN)/closedloop models pull --all
@@ -37,7 +41,7 @@ pytest: $(STAMP)
 
 test: setup lint typecheck pytest
 
-demo: setup
+demo: $(STAMP) models
 	$(BIN)/closedloop demo control
 
 bench: setup

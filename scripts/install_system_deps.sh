@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# System packages the test suite needs: Debian's chromium and its matching chromedriver
+# (the dashboard's real-browser test drives them; no browser is ever downloaded by a tool).
+# Idempotent and quiet when everything is already installed; needs root (or sudo) otherwise.
+set -euo pipefail
+
+packages=(chromium chromium-driver)
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+else
+    echo "install_system_deps: need root to install: ${missing[*]}" >&2
+    exit 1
+fi
+
+echo "install_system_deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

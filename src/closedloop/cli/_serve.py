@@ -1,0 +1,148 @@
+"""``closedloop serve``: the service (sessions, runs, handovers, dashboard) on uvicorn.
+
+FastAPI and uvicorn come with the ``server`` extra; they are imported only when the
+command runs, so the rest of the CLI works without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .._exceptions import ConfigurationError
+from ._keys import StoreOption, store_url
+
+_out = Console(highlight=False, soft_wrap=True)
+
+
+def _import_agents(specs: list[str]) -> None:
+    from ..server import default_registry
+
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise typer.BadParameter(
+                f"cannot import {module_name!r}: {exc}", param_hint="--agents"
+            ) from None
+        if attr:
+            hook = getattr(module, attr, None)
+            if not callable(hook):
+                raise typer.BadParameter(
+                    f"{spec!r}: {attr!r} is not a callable of {module_name}", param_hint="--agents"
+                )
+            hook(default_registry())
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free port).")] = 8000,
+    store: StoreOption = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model spec the agents run on (default: the built-in).")
+    ] = None,
+    world: Annotated[
+        str | None,
+        typer.Option(
+            help="Base URL of the world the reference agents call, or 'local' / "
+            "'local:PROFILE' to serve one on loopback beside the service."
+        ),
+    ] = None,
+    agents: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A module to import that registers agents on default_registry(), or "
+            "module:function called with the registry. Repeatable."
+        ),
+    ] = None,
+    rate: Annotated[float, typer.Option(min=0.001, help="Requests a second per key.")] = 20.0,
+    burst: Annotated[int, typer.Option(min=1, help="Burst of requests per key.")] = 40,
+    runs_dir: Annotated[
+        Path | None, typer.Option(help="Where run traces go (default $CLOSEDLOOP_HOME/runs).")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the API and the dashboard until Ctrl-C (create a key with `closedloop keys create`)."""
+    try:
+        import uvicorn  # noqa: F401
+
+        from ..server import create_app  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            "command", "serve", f"needs the server extra (pip install 'closedloop[server]'): {exc}"
+        ) from None
+    _import_agents(list(agents or []))
+    with contextlib.ExitStack() as stack:
+        world_url = _world_url(world, stack)
+        _run(host, port, store, model, world_url, rate, burst, runs_dir, log_level)
+
+
+def _world_url(world: str | None, stack: contextlib.ExitStack) -> str | None:
+    if world is None or not (world == "local" or world.startswith("local:")):
+        return world
+    from ..world import named_profiles, serve_world
+
+    profile = world.partition(":")[2] or "none"
+    if profile not in named_profiles():
+        raise typer.BadParameter(
+            f"unknown profile {profile!r}; known: {', '.join(named_profiles())}",
+            param_hint="--world",
+        )
+    handle = stack.enter_context(serve_world(profile))
+    _out.print(f"world ({profile}) on {handle.base_url}", markup=False)
+    url: str = handle.base_url
+    return url
+
+
+def _run(
+    host: str,
+    port: int,
+    store: str | None,
+    model: str | None,
+    world: str | None,
+    rate: float,
+    burst: int,
+    runs_dir: Path | None,
+    log_level: str,
+) -> None:
+    import uvicorn
+
+    from ..server import RateLimit, ServerSettings, create_app
+
+    settings = ServerSettings(
+        store=store_url(store),
+        model=model,
+        world_url=world,
+        rate_limit=RateLimit(rate_per_s=rate, burst=burst),
+        runs_dir=runs_dir,
+    )
+    app = create_app(settings)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise typer.BadParameter(
+            f"cannot listen on {host}:{port}: {exc}", param_hint="--port"
+        ) from None
+    sock.listen(2048)
+    # Bound before the message, so a port of 0 is reported as the port really used.
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    _out.print(f"closedloop service on http://{shown}:{bound}/ (dashboard at /)", markup=False)
+    config = uvicorn.Config(app, log_level=log_level, proxy_headers=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # uvicorn shut down gracefully, then re-raised Ctrl-C: that is a normal stop
+    finally:
+        sock.close()

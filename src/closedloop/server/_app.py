@@ -1,0 +1,198 @@
+"""``create_app(settings)``: the FastAPI app of ``closedloop serve``.
+
+Routes: ``/v1/sessions`` (and runs inside them), ``/v1/runs``, ``/v1/handovers``,
+``/v1/agents``, ``/v1/me``; ``/metrics`` and ``/healthz`` without a key; the dashboard
+at ``/``. Everything but the executing asyncio tasks lives in the state store, each
+key's part under its own scope (:class:`ScopedStore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from .._exceptions import ClosedLoopError
+from ..agent import runs_root
+from ..feedback import StateStore
+from ..models import Model
+from ._auth import ApiKeys, Principal
+from ._deps import Service, authenticate, service_of
+from ._handover_api import router as handover_router
+from ._http import (
+    ApiError,
+    BodyLimitMiddleware,
+    MetricsMiddleware,
+    api_error_handler,
+    install_log_redaction,
+    unexpected_handler,
+    validation_handler,
+)
+from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._ratelimit import RateLimiter
+from ._registry import default_registry
+from ._runs import RunManager
+from ._sessions import router as sessions_router
+from ._settings import ServerSettings, open_store
+from ._sse import RunHub
+
+__all__ = ["create_app"]
+
+STATIC = Path(__file__).with_name("static")
+_log = logging.getLogger("closedloop.server")
+
+
+def _build_service(settings: ServerSettings) -> Service:
+    owns = not isinstance(settings.store, StateStore)
+    store = open_store(settings.store) if owns else settings.store  # type: ignore[arg-type]
+    assert isinstance(store, StateStore)
+    registry = settings.registry if settings.registry is not None else default_registry()
+    metrics = ServiceMetrics(settings.metrics_registry)
+    hub = RunHub()
+    runs_dir = settings.runs_dir
+
+    def runs_path() -> Path:
+        return Path(runs_dir).expanduser() if runs_dir is not None else runs_root()
+
+    holder: dict[str, Service] = {}
+
+    def model() -> Model:
+        return holder["service"].model()
+
+    runs = RunManager(
+        registry=registry,
+        model=model,
+        hub=hub,
+        metrics=metrics,
+        runs_dir=runs_path,
+        world_url=settings.world_url,
+        wall_clock=settings.wall_clock,
+    )
+    service = Service(
+        settings=settings,
+        store=store,
+        owns_store=owns,
+        registry=registry,
+        keys=ApiKeys(store, clock=settings.wall_clock),
+        limiter=RateLimiter(settings.rate_limit, clock=settings.clock),
+        metrics=metrics,
+        hub=hub,
+        runs=runs,
+        _model=settings.model if isinstance(settings.model, Model) else None,
+    )
+    holder["service"] = service
+    return service
+
+
+async def _gc_loop(service: Service, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await service.collect_garbage()
+        except ClosedLoopError as exc:
+            _log.warning("session garbage collection failed: %s", exc)
+
+
+def create_app(settings: ServerSettings | None = None) -> FastAPI:
+    """The service as an ASGI app (serve it with uvicorn; ``closedloop serve`` does)."""
+    settings = settings if settings is not None else ServerSettings()
+    service = _build_service(settings)
+    install_log_redaction()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        gc_task = (
+            asyncio.get_running_loop().create_task(_gc_loop(service, settings.gc_interval_s))
+            if settings.gc_interval_s is not None
+            else None
+        )
+        try:
+            yield
+        finally:
+            if gc_task is not None:
+                gc_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await gc_task
+            await service.runs.shutdown(settings.shutdown_timeout_s)
+            if service.owns_store:
+                await service.store.close()
+
+    app = FastAPI(
+        title="closedloop",
+        summary="Sessions, runs, the human handover queue and a live dashboard.",
+        lifespan=lifespan,
+        # FastAPI's docs pages load their scripts from a CDN; nothing here may. The schema
+        # stays at /openapi.json for any local viewer.
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_exception_handler(Exception, unexpected_handler)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics)
+    app.include_router(sessions_router)
+    app.include_router(handover_router)
+    _add_service_routes(app)
+    if settings.dashboard:
+        _add_dashboard(app)
+    return app
+
+
+def _add_service_routes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["service"])
+    async def healthz(service: Annotated[Service, Depends(service_of)]) -> JSONResponse:
+        """Liveness and the store's health (503 when the store fails)."""
+        try:
+            await service.store.record_get("health", "probe")
+        except ClosedLoopError as exc:
+            return JSONResponse(
+                {"status": "degraded", "store": type(exc).__name__}, status_code=503
+            )
+        return JSONResponse({"status": "ok", "store": "ok", "runs_here": service.runs.local_runs})
+
+    @app.get("/metrics", tags=["service"])
+    async def metrics(service: Annotated[Service, Depends(service_of)]) -> Response:
+        """Prometheus text exposition."""
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/me", tags=["service"])
+    async def me(principal: Annotated[Principal, Depends(authenticate)]) -> dict[str, Any]:
+        """Who the key is (the dashboard checks a key with this)."""
+        return {"key_id": principal.key_id, "name": principal.name}
+
+    @app.get("/v1/agents", tags=["service"])
+    async def agents(
+        _: Annotated[Principal, Depends(authenticate)],
+        service: Annotated[Service, Depends(service_of)],
+    ) -> dict[str, Any]:
+        """The registered agents."""
+        return {
+            "agents": [
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "source": spec.source,
+                    "needs_world": spec.needs_world,
+                    "available": not spec.needs_world or service.settings.world_url is not None,
+                }
+                for spec in service.registry
+            ]
+        }
+
+
+def _add_dashboard(app: FastAPI) -> None:
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def dashboard() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")

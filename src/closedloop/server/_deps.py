@@ -1,0 +1,109 @@
+"""What every route shares: the :class:`Service`, and the key check in front of each call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ..feedback import StateStore
+from ..models import DEFAULT_MODEL, Model, load_model
+from ._auth import ApiKeys, Principal
+from ._http import ApiError
+from ._metrics import ServiceMetrics
+from ._ratelimit import RateLimiter, retry_after_header
+from ._registry import AgentRegistry
+from ._runs import RUNS, RunManager
+from ._scoped import ScopedStore
+from ._settings import ServerSettings
+from ._sse import RunHub
+
+__all__ = ["SESSIONS", "Service", "authenticate", "expired", "service_of"]
+
+SESSIONS = "sessions"
+"""The record namespace of sessions (in each key's scope)."""
+
+
+def expired(session: dict[str, object], now: float) -> bool:
+    """Whether a session record is past its ``expires_at``."""
+    at = session.get("expires_at")
+    return isinstance(at, int | float) and now >= at
+
+
+@dataclass
+class Service:
+    """What the routes share: the store, keys, limiter, runs, metrics (``app.state.service``)."""
+
+    settings: ServerSettings
+    store: StateStore
+    owns_store: bool
+    registry: AgentRegistry
+    keys: ApiKeys
+    limiter: RateLimiter
+    metrics: ServiceMetrics
+    hub: RunHub
+    runs: RunManager
+    _model: Model | None = field(default=None, repr=False)
+
+    def scoped(self, principal: Principal) -> ScopedStore:
+        """The caller's own view of the store."""
+        return ScopedStore(self.store, principal.scope)
+
+    def model(self) -> Model:
+        """The model agents run on (loaded once, at the first run)."""
+        if self._model is None:
+            chosen = self.settings.model
+            self._model = load_model(chosen if isinstance(chosen, str) else DEFAULT_MODEL)
+        return self._model
+
+    async def collect_garbage(self) -> int:
+        """Drop expired sessions (with their runs) of every key, and expired store entries."""
+        dropped = 0
+        now = self.settings.wall_clock()
+        for key in await self.keys.list():
+            store = self.scoped(Principal(key_id=key.key_id, name=key.name))
+            for record in await store.record_list(SESSIONS):
+                if expired(record.to_dict(), now):
+                    for run in await store.record_list(RUNS, f"{record.key}/"):
+                        await self.runs.delete_run(store, run)
+                    await store.record_delete(SESSIONS, record.key)
+                    dropped += 1
+        await self.store.gc()
+        return dropped
+
+
+def service_of(request: Request) -> Service:
+    """The app's :class:`Service`."""
+    service: Service = request.app.state.service
+    return service
+
+
+async def authenticate(
+    request: Request, service: Annotated[Service, Depends(service_of)]
+) -> Principal:
+    """The bearer key's principal; 401 without a valid key, 429 over the key's rate."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if not header:
+        service.metrics.auth_failures.labels("missing").inc()
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing API key: send Authorization: Bearer <key>",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    principal = await service.keys.verify(token.strip()) if scheme.lower() == "bearer" else None
+    if principal is None:
+        service.metrics.auth_failures.labels("invalid").inc()
+        raise ApiError(401, "unauthorized", "invalid API key", {"WWW-Authenticate": "Bearer"})
+    wait = service.limiter.check(principal.key_id)
+    if wait > 0:
+        service.metrics.rate_limited.inc()
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"rate limit of this key reached; retry in {wait:.2f} s",
+            {"Retry-After": retry_after_header(wait)},
+        )
+    return principal

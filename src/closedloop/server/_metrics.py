@@ -1,0 +1,149 @@
+"""Prometheus metrics of the service: runs, steps, halts, protocols, handovers, models, control.
+
+Every app has its own ``CollectorRegistry``, so two apps in one process (tests, a
+benchmark beside a server) never share or clash over counters. Label values are
+bounded sets (agent names, halt reasons, protocol levels, model names, route templates),
+never ids or user text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from ..agent import StepRecord
+
+__all__ = ["CONTENT_TYPE_LATEST", "ServiceMetrics"]
+
+_UNIT_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_PROTOCOL_LEVEL = {
+    "normal": 0,
+    "dual_verification": 1,
+    "dimension_reduction": 2,
+    "manual_handover": 3,
+}
+
+
+class ServiceMetrics:
+    """The service's counters, gauges and histograms, in one registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.runs_started = Counter(
+            "closedloop_runs_started", "Runs started (or resumed).", ["agent", "kind"], registry=r
+        )
+        self.runs_finished = Counter(
+            "closedloop_runs_finished",
+            "Runs that reached a halt, by halt reason.",
+            ["agent", "halt_reason", "success"],
+            registry=r,
+        )
+        self.runs_active = Gauge(
+            "closedloop_runs_active", "Runs executing in this process.", registry=r
+        )
+        self.steps = Counter(
+            "closedloop_steps",
+            "Loop steps, by the protocol in force.",
+            ["agent", "protocol"],
+            registry=r,
+        )
+        self.protocol_level = Histogram(
+            "closedloop_protocol_level",
+            "Protocol level of each step (0 normal, 1 dual verification, 2 dimension "
+            "reduction, 3 manual handover).",
+            buckets=(0, 1, 2, 3),
+            registry=r,
+        )
+        self.error = Histogram(
+            "closedloop_control_error", "e(t) of each step.", buckets=_UNIT_BUCKETS, registry=r
+        )
+        self.control = Histogram(
+            "closedloop_control_signal",
+            "u(t), the PID output of each step.",
+            buckets=_UNIT_BUCKETS,
+            registry=r,
+        )
+        self.f_est = Histogram(
+            "closedloop_f_est",
+            "The ESO's total-disturbance estimate of each step.",
+            buckets=_UNIT_BUCKETS,
+            registry=r,
+        )
+        self.quality = Histogram(
+            "closedloop_step_quality",
+            "q of each step (1 is perfect).",
+            buckets=_UNIT_BUCKETS,
+            registry=r,
+        )
+        self.handovers = Counter(
+            "closedloop_handovers",
+            "Handover events: created, approved, edited, rejected.",
+            ["event"],
+            registry=r,
+        )
+        self.model_calls = Counter(
+            "closedloop_model_calls", "Model calls, by outcome.", ["model", "outcome"], registry=r
+        )
+        self.model_latency = Histogram(
+            "closedloop_model_latency_seconds",
+            "Latency of successful model calls.",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "closedloop_model_tokens", "Tokens, by model and kind.", ["model", "kind"], registry=r
+        )
+        self.http_requests = Counter(
+            "closedloop_http_requests",
+            "HTTP requests, by route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.http_latency = Histogram(
+            "closedloop_http_request_seconds",
+            "HTTP handling time by route template.",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.auth_failures = Counter(
+            "closedloop_auth_failures", "Requests refused for their key.", ["reason"], registry=r
+        )
+        self.rate_limited = Counter(
+            "closedloop_rate_limited", "Requests refused by the per-key rate limit.", registry=r
+        )
+
+    def step(self, agent: str, record: StepRecord) -> None:
+        """Count one step and its control signals."""
+        self.steps.labels(agent, record.protocol).inc()
+        self.protocol_level.observe(_PROTOCOL_LEVEL.get(record.protocol, 0))
+        self.error.observe(record.error)
+        self.control.observe(min(1.0, max(0.0, record.control)))
+        self.f_est.observe(record.f_est)
+        self.quality.observe(record.quality)
+
+    def model_call(
+        self, model: str, latency_s: float, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """A model call that answered."""
+        self.model_calls.labels(model, "ok").inc()
+        self.model_latency.labels(model).observe(latency_s)
+        self.model_tokens.labels(model, "prompt").inc(prompt_tokens)
+        self.model_tokens.labels(model, "completion").inc(completion_tokens)
+
+    def model_error(self, model: str) -> None:
+        """A model call that raised."""
+        self.model_calls.labels(model, "error").inc()
+
+    def render(self) -> bytes:
+        """The text exposition format, for ``/metrics``."""
+        return generate_latest(self.registry)

@@ -1,0 +1,483 @@
+"""Runs inside sessions: started as asyncio tasks, recorded in the store, resumed after a human.
+
+A run's record (namespace ``runs``, key ``<session id>/<run id>``, in the key's scoped
+store) is the source of truth for its status: every worker can read it, and a decision
+on a handover rebuilds the agent from the registry and resumes the frozen task from
+the store, so nothing but the executing task itself lives in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import StaleStateError
+from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
+from ..feedback import HandoverQueue, Record, StateStore
+from ..feedback._handover import redact
+from ..models import Model
+from ._metered import MeteredModel
+from ._metrics import ServiceMetrics
+from ._registry import AgentContext, AgentRegistry
+from ._sse import RunHub, TraceTail, step_event
+
+__all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
+
+RUNS = "runs"
+"""The record namespace of runs, keyed ``<session id>/<run id>``."""
+
+_log = logging.getLogger("closedloop.server")
+
+
+_AGENT_SESSION = re.compile(r"^(ses_[0-9a-f]{16})\.(run_[0-9a-f]{16})$")
+
+
+def run_key(session_id: str, run_id: str) -> str:
+    """The record key of a run: ``<session id>/<run id>``."""
+    return f"{session_id}/{run_id}"
+
+
+def agent_session(session_id: str, run_id: str) -> str:
+    """The store session (and, for runners, the task id) of a run's task state.
+
+    Without a ``/``, since task ids may not hold one.
+    """
+    return f"{session_id}.{run_id}"
+
+
+def run_key_of(agent_session_id: str | None) -> str | None:
+    """The run record key a task state's session belongs to (None if not the service's)."""
+    match = _AGENT_SESSION.match(agent_session_id or "")
+    return None if match is None else run_key(match.group(1), match.group(2))
+
+
+class _HubSink:
+    """Publishes each step to the run's channel and counts it in the metrics."""
+
+    def __init__(self, hub: RunHub, key: str, metrics: ServiceMetrics) -> None:
+        self.hub = hub
+        self.key = key
+        self.channel = hub.open(key)
+        self.agent = ""
+        self.metrics = metrics
+
+    def discard(self) -> None:
+        """The run never started: drop its channel."""
+        self.hub.close(self.key)
+
+    async def write(self, record: StepRecord) -> None:
+        self.metrics.step(self.agent, record)
+        self.channel.publish(step_event(record))
+
+    async def close(self, result: RunResult) -> None:
+        return None
+
+
+@dataclass
+class _Local:
+    """A run executing in this process: its task, and the event that asks it to stop."""
+
+    cancel: asyncio.Event
+    agent_watches_cancel: bool = True
+    task: asyncio.Task[None] = field(init=False)
+
+
+class RunManager:
+    """Starts, resumes, cancels and records runs; one per app."""
+
+    def __init__(
+        self,
+        *,
+        registry: AgentRegistry,
+        model: Callable[[], Model],
+        hub: RunHub,
+        metrics: ServiceMetrics,
+        runs_dir: Callable[[], Path],
+        world_url: str | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self._model = model
+        self.hub = hub
+        self.metrics = metrics
+        self._runs_dir = runs_dir
+        self.world_url = world_url
+        self._clock = clock
+        self._wall = wall_clock
+        self._local: dict[str, _Local] = {}
+
+    def __repr__(self) -> str:
+        return f"RunManager(local_runs={len(self._local)})"
+
+    @property
+    def local_runs(self) -> int:
+        """Runs executing in this process now."""
+        return len(self._local)
+
+    def trace_path(self, run_id: str) -> Path:
+        """Where a run's trace goes (``closedloop trace show RUN_ID`` finds it there too)."""
+        return self._runs_dir() / run_id / "trace.jsonl"
+
+    def _context(
+        self, store: StateStore, session_id: str, run_id: str, params: Mapping[str, Any]
+    ) -> tuple[AgentContext, MeteredModel, _HubSink]:
+        metered = MeteredModel(self._model(), self.metrics, clock=self._clock)
+        hub_sink = _HubSink(
+            self.hub, f"{store_scope(store)}/{run_key(session_id, run_id)}", self.metrics
+        )
+        ctx = AgentContext(
+            model=metered,
+            store=store,
+            session_id=session_id,
+            run_id=run_id,
+            params=dict(params),
+            world_url=self.world_url,
+            trace=MultiSink(JsonlTrace(self.trace_path(run_id)), hub_sink),
+        )
+        return ctx, metered, hub_sink
+
+    # --- starting ---------------------------------------------------------------------
+
+    async def start(
+        self,
+        store: StateStore,
+        session_id: str,
+        agent_name: str,
+        text: str,
+        params: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """Build the agent, record the run and start it; returns the run record.
+
+        ``ConfigurationError`` (unknown agent, a factory that refuses its params) comes
+        back before anything is recorded.
+        """
+        run_id = "run_" + secrets.token_hex(8)
+        ctx, metered, hub_sink = self._context(store, session_id, run_id, params)
+        try:
+            agent = await self.registry.build(agent_name, ctx)
+            task = self.registry.task_for(agent_name, text, ctx, agent)
+        except BaseException:
+            hub_sink.discard()
+            raise
+        hub_sink.agent = agent_name
+        now = self._wall()
+        record = {
+            "id": run_id,
+            "session_id": session_id,
+            "agent": agent_name,
+            "task": redact(text),
+            "params": redact(dict(params)),
+            "status": "running",
+            "halt_reason": None,
+            "success": None,
+            "answer": None,
+            "message": "",
+            "handover_id": None,
+            "agent_run_id": None,
+            "agent_session": agent_session(session_id, run_id),
+            "steps": 0,
+            "created_at": now,
+            "updated_at": now,
+            "timing": {"wall_s": 0.0, "model_s": 0.0, "model_calls": 0},
+            "trace_path": str(self.trace_path(run_id)),
+        }
+        key = run_key(session_id, run_id)
+        await store.record_put(RUNS, key, record, expected_version=0)
+        self._spawn(store, key, agent, task, ctx, metered, handover_id=None)
+        self.metrics.runs_started.labels(agent_name, "start").inc()
+        return record
+
+    async def resume(self, store: StateStore, run: Mapping[str, Any], handover_id: str) -> None:
+        """Continue (or end) a run frozen at ``handover_id`` after the decision was recorded.
+
+        The agent is built afresh from the registry (the task was frozen in the store, so
+        this works in any process); the steps before the freeze seed the event channel so
+        event numbers continue.
+        """
+        session_id, run_id = str(run["session_id"]), str(run["id"])
+        agent_name = str(run["agent"])
+        # Seed the channel before the sink opens it, with the steps before the freeze.
+        local_key = f"{store_scope(store)}/{run_key(session_id, run_id)}"
+        self.hub.open(local_key, await TraceTail(run.get("trace_path")).poll())
+        ctx, metered, hub_sink = self._context(store, session_id, run_id, run.get("params") or {})
+        hub_sink.agent = agent_name
+        try:
+            agent = await self.registry.build(agent_name, ctx)
+            task = self.registry.task_for(agent_name, str(run["task"]), ctx, agent)
+        except BaseException:
+            hub_sink.discard()
+            raise
+        key = run_key(session_id, run_id)
+        await self.update(store, key, {"status": "running", "handover_id": handover_id})
+        self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id)
+        self.metrics.runs_started.labels(agent_name, "resume").inc()
+
+    def _spawn(
+        self,
+        store: StateStore,
+        key: str,
+        agent: Any,
+        task: Any,
+        ctx: AgentContext,
+        metered: MeteredModel,
+        *,
+        handover_id: str | None,
+    ) -> None:
+        local_key = f"{store_scope(store)}/{key}"
+        local = _Local(cancel=asyncio.Event(), agent_watches_cancel=isinstance(agent, Agent))
+        coro = self._execute(store, key, local_key, agent, task, ctx, metered, local, handover_id)
+        local.task = asyncio.get_running_loop().create_task(coro, name=f"closedloop-run {key}")
+        self._local[local_key] = local
+        local.task.add_done_callback(lambda _: self._local.pop(local_key, None))
+
+    async def _execute(
+        self,
+        store: StateStore,
+        key: str,
+        local_key: str,
+        agent: Any,
+        task: Any,
+        ctx: AgentContext,
+        metered: MeteredModel,
+        local: _Local,
+        handover_id: str | None,
+    ) -> None:
+        sink = ctx.trace
+        assert sink is not None
+        run_id = ctx.run_id
+        agent_name = _agent_name(sink)
+        started = self._clock()
+        self.metrics.runs_active.inc()
+        try:
+            try:
+                result = await self._drive(agent, task, ctx, sink, local, handover_id)
+            finally:
+                close = getattr(agent, "aclose", None)
+                if not isinstance(agent, Agent) and callable(close):
+                    with contextlib.suppress(Exception):
+                        await close()
+            await self._record_result(store, key, agent_name, result, metered, started)
+        except asyncio.CancelledError:
+            why = "cancelled on request" if local.cancel.is_set() else "server shutdown"
+            with contextlib.suppress(Exception):
+                await asyncio.shield(
+                    self.update(
+                        store,
+                        key,
+                        {
+                            "status": "cancelled",
+                            "halt_reason": "cancelled",
+                            "success": False,
+                            "message": why,
+                        },
+                        timing=(self._clock() - started, metered),
+                    )
+                )
+            if not local.cancel.is_set():
+                raise  # a shutdown: let it through
+        except Exception as exc:
+            message = redact(f"{type(exc).__name__}: {exc}")
+            _log.warning("run %s ended by an error: %s", run_id, message)
+            self.metrics.runs_finished.labels(agent_name, "error", "false").inc()
+            with contextlib.suppress(Exception):
+                await self.update(
+                    store,
+                    key,
+                    {
+                        "status": "error",
+                        "halt_reason": "error",
+                        "success": False,
+                        "message": message,
+                    },
+                    timing=(self._clock() - started, metered),
+                )
+        finally:
+            self.metrics.runs_active.dec()
+            self.hub.close(local_key)
+
+    async def _drive(
+        self,
+        agent: Any,
+        task: Any,
+        ctx: AgentContext,
+        sink: TraceSink,
+        local: _Local,
+        handover_id: str | None,
+    ) -> RunResult:
+        session = agent_session(ctx.session_id, ctx.run_id)
+        if isinstance(agent, Agent):
+            if handover_id is None:
+                return await agent.run(task, session_id=session, trace=sink, cancel=local.cancel)
+            return await agent.resume(handover_id, task=task, trace=sink, cancel=local.cancel)
+        result: RunResult
+        if handover_id is None:
+            result = await agent.run(task, session_id=session)
+        else:
+            result = await agent.resume(handover_id, task)
+        return result
+
+    async def _record_result(
+        self,
+        store: StateStore,
+        key: str,
+        agent_name: str,
+        result: RunResult,
+        metered: MeteredModel,
+        started: float,
+    ) -> None:
+        halt = result.halt_reason
+        frozen = halt is HaltReason.HANDOVER and result.handover_id is not None
+        rejected = frozen and not await _pending(store, result.handover_id)
+        status = "handover" if frozen and not rejected else "done"
+        if halt is HaltReason.CANCELLED:
+            status = "cancelled"
+        changes = {
+            "status": status,
+            "halt_reason": halt.value,
+            "success": result.success,
+            "answer": redact(result.answer),
+            "message": redact(result.message),
+            "handover_id": result.handover_id,
+            "agent_run_id": result.run_id,
+            "fields": redact(result.fields),
+        }
+        if result.steps:
+            changes["steps"] = result.steps[-1].step + 1
+        await self.update(store, key, changes, timing=(self._clock() - started, metered))
+        if frozen and not rejected:
+            self.metrics.handovers.labels("created").inc()
+        else:
+            self.metrics.runs_finished.labels(
+                agent_name, halt.value, str(result.success).lower()
+            ).inc()
+        _log.info("run %s: %s (%s)", key.split("/", 1)[1], status, halt.value)
+
+    # --- reading and changing records -------------------------------------------------
+
+    async def update(
+        self,
+        store: StateStore,
+        key: str,
+        changes: Mapping[str, Any],
+        *,
+        timing: tuple[float, MeteredModel] | None = None,
+    ) -> dict[str, Any]:
+        """Merge ``changes`` into a run record by compare-and-set (retrying lost races)."""
+        last: StaleStateError | None = None
+        for _ in range(16):
+            record = await store.record_get(RUNS, key)
+            if record is None:
+                return {}  # the session was deleted under the run: nothing to record
+            value = {**record.to_dict(), **changes, "updated_at": self._wall()}
+            if timing is not None:
+                wall_s, metered = timing
+                before = value.get("timing") or {}
+                value["timing"] = {
+                    "wall_s": float(before.get("wall_s", 0.0)) + wall_s,
+                    "model_s": float(before.get("model_s", 0.0)) + metered.model_s,
+                    "model_calls": int(before.get("model_calls", 0)) + metered.calls,
+                }
+            try:
+                await store.record_put(RUNS, key, value, expected_version=record.version)
+            except StaleStateError as exc:
+                last = exc
+                continue
+            return value
+        assert last is not None
+        raise last
+
+    def is_local(self, store: StateStore, key: str) -> bool:
+        """Whether the run executes in this process now."""
+        return f"{store_scope(store)}/{key}" in self._local
+
+    def cancel(self, store: StateStore, key: str) -> bool:
+        """Ask a run executing here to stop (it ends ``cancelled``); False if not here.
+
+        An ``Agent`` watches the event and ends its run itself; a runner, which takes no
+        cancel event, has its task cancelled (its loop records that as ``cancelled``).
+        """
+        local = self._local.get(f"{store_scope(store)}/{key}")
+        if local is None:
+            return False
+        local.cancel.set()
+        if not local.agent_watches_cancel:
+            local.task.cancel()
+        return True
+
+    async def stop_session(self, store: StateStore, session_id: str, timeout_s: float) -> None:
+        """Cancel every run of a session executing here and wait (bounded) for them."""
+        prefix = f"{store_scope(store)}/{session_id}/"
+        jobs = [(k, v) for k, v in self._local.items() if k.startswith(prefix)]
+        for _, local in jobs:
+            local.cancel.set()
+            if not local.agent_watches_cancel:
+                local.task.cancel()
+        if jobs:
+            await asyncio.wait([local.task for _, local in jobs], timeout=timeout_s)
+        for _, local in jobs:
+            if not local.task.done():
+                local.task.cancel()
+
+    async def delete_run(self, store: StateStore, record: Record) -> None:
+        """Remove a run's record, task state, ledger entries, handovers and trace."""
+        run = record.to_dict()
+        run_id = str(run.get("id", ""))
+        session = str(run.get("agent_session") or record.key.replace("/", ".", 1))
+        await store.delete(session)
+        for prefix in (f"{run_id}/", f"{session}/"):  # an Agent's task id, a runner's
+            for entry in await store.record_list("ledger", prefix):
+                await store.record_delete("ledger", entry.key)
+        queue = HandoverQueue(store)
+        for item in await queue.list():
+            if item.session_id == session:
+                await store.record_delete(queue.namespace, item.id)
+        await store.record_delete(RUNS, record.key)
+        if run_id:
+            directory = self.trace_path(run_id).parent
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+
+    async def wait_idle(self) -> None:
+        """Wait until no run executes here (runs started meanwhile are waited for too)."""
+        while self._local:
+            await asyncio.wait([local.task for local in list(self._local.values())])
+
+    async def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Cancel every run executing here and wait for them to record it."""
+        jobs = [local.task for local in self._local.values()]
+        for local in self._local.values():
+            local.cancel.set()
+        if jobs:
+            _, pending = await asyncio.wait(jobs, timeout=timeout_s)
+            for job in pending:
+                job.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=timeout_s)
+
+
+def _agent_name(sink: Any) -> str:
+    for inner in getattr(sink, "sinks", ()):
+        if isinstance(inner, _HubSink):
+            return inner.agent
+    return "unknown"
+
+
+def store_scope(store: StateStore) -> str:
+    """The scope of a scoped store (``""`` for the shared one): part of local run keys."""
+    return str(getattr(store, "scope", ""))
+
+
+async def _pending(store: StateStore, handover_id: str | None) -> bool:
+    if handover_id is None:
+        return False
+    record = await HandoverQueue(store).get(handover_id)
+    return not record.status.decided

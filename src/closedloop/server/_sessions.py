@@ -1,0 +1,269 @@
+"""Sessions and the runs inside them, over HTTP.
+
+A session id or run id that is unknown, expired, malformed or another key's gets the
+same 404 body: whether a resource exists is itself information another key must not
+learn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import warnings
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import StreamingResponse
+
+from .._exceptions import ClosedLoopError, ConfigurationError
+from ..agent import read_trace
+from ..feedback import Record, StateStore
+from ._auth import Principal
+from ._deps import SESSIONS, Service, authenticate, expired, service_of
+from ._http import ApiError
+from ._runs import RUNS, run_key
+from ._schemas import RunCreate, SessionCreate
+from ._sse import stream_run
+
+__all__ = ["router", "run_view"]
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+
+_SESSION_ID = re.compile(r"^ses_[0-9a-f]{16}$")
+_RUN_ID = re.compile(r"^run_[0-9a-f]{16}$")
+_PRIVATE = ("trace_path",)
+
+Caller = Annotated[Principal, Depends(authenticate)]
+Svc = Annotated[Service, Depends(service_of)]
+
+
+def _not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def run_view(value: dict[str, Any]) -> dict[str, Any]:
+    """A run record as the API shows it (without server-side paths)."""
+    return {k: v for k, v in value.items() if k not in _PRIVATE}
+
+
+async def load_session(service: Service, store: StateStore, session_id: str) -> dict[str, Any]:
+    """The live session record, or the 404."""
+    if not _SESSION_ID.match(session_id):
+        raise _not_found("session")
+    record = await store.record_get(SESSIONS, session_id)
+    if record is None:
+        raise _not_found("session")
+    value = record.to_dict()
+    if expired(value, service.settings.wall_clock()):
+        raise _not_found("session")
+    return value
+
+
+async def load_run(service: Service, store: StateStore, session_id: str, run_id: str) -> Record:
+    """The run record of a live session, or the 404."""
+    await load_session(service, store, session_id)
+    if not _RUN_ID.match(run_id):
+        raise _not_found("run")
+    record = await store.record_get(RUNS, run_key(session_id, run_id))
+    if record is None:
+        raise _not_found("run")
+    return record
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+@router.post("/sessions", status_code=201)
+async def create_session(
+    principal: Caller, service: Svc, body: SessionCreate | None = None
+) -> dict[str, Any]:
+    """Open a session (runs live inside it; deleting it removes them)."""
+    body = body if body is not None else SessionCreate()
+    store = service.scoped(principal)
+    now = service.settings.wall_clock()
+    ttl = body.ttl_s if body.ttl_s is not None else service.settings.session_ttl_s
+    session = {
+        "id": "ses_" + secrets.token_hex(8),
+        "created_at": now,
+        "expires_at": None if ttl is None else now + ttl,
+        "metadata": dict(body.metadata),
+        "created_by": principal.name,
+    }
+    await store.record_put(SESSIONS, str(session["id"]), session, expected_version=0)
+    return {**session, "runs": []}
+
+
+@router.get("/sessions")
+async def list_sessions(principal: Caller, service: Svc) -> dict[str, Any]:
+    """This key's live sessions, oldest first."""
+    store = service.scoped(principal)
+    now = service.settings.wall_clock()
+    sessions = [r.to_dict() for r in await store.record_list(SESSIONS)]
+    live = [s for s in sessions if not expired(s, now)]
+    live.sort(key=lambda s: (s.get("created_at", 0.0), s.get("id", "")))
+    return {"sessions": live}
+
+
+@router.get("/sessions/{session_id}")
+async def get_session(session_id: str, principal: Caller, service: Svc) -> dict[str, Any]:
+    """A session and its runs."""
+    store = service.scoped(principal)
+    session = await load_session(service, store, session_id)
+    runs = [run_view(r.to_dict()) for r in await store.record_list(RUNS, f"{session_id}/")]
+    runs.sort(key=lambda r: r.get("created_at", 0.0))
+    return {**session, "runs": runs}
+
+
+@router.delete("/sessions/{session_id}", status_code=204)
+async def delete_session(session_id: str, principal: Caller, service: Svc) -> Response:
+    """Stop the session's runs and remove it with everything its runs left behind."""
+    store = service.scoped(principal)
+    await load_session(service, store, session_id)
+    await service.runs.stop_session(store, session_id, service.settings.shutdown_timeout_s)
+    for record in await store.record_list(RUNS, f"{session_id}/"):
+        await service.runs.delete_run(store, record)
+    await store.record_delete(SESSIONS, session_id)
+    return Response(status_code=204)
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@router.post("/sessions/{session_id}/runs", status_code=202, tags=["runs"])
+async def create_run(
+    session_id: str, body: RunCreate, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """Start an agent on a task; it runs in the background (poll it or follow its events)."""
+    store = service.scoped(principal)
+    await load_session(service, store, session_id)
+    try:
+        record = await service.runs.start(store, session_id, body.agent, body.task, body.params)
+    except ConfigurationError as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
+    return run_view(record)
+
+
+@router.get("/sessions/{session_id}/runs", tags=["runs"])
+async def list_session_runs(session_id: str, principal: Caller, service: Svc) -> dict[str, Any]:
+    """The runs of one session, oldest first."""
+    store = service.scoped(principal)
+    await load_session(service, store, session_id)
+    runs = [run_view(r.to_dict()) for r in await store.record_list(RUNS, f"{session_id}/")]
+    runs.sort(key=lambda r: r.get("created_at", 0.0))
+    return {"runs": runs}
+
+
+@router.get("/runs", tags=["runs"])
+async def list_runs(
+    principal: Caller,
+    service: Svc,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    status: Annotated[str | None, Query(max_length=32)] = None,
+) -> dict[str, Any]:
+    """This key's runs across its live sessions, newest first."""
+    store = service.scoped(principal)
+    now = service.settings.wall_clock()
+    live = {r.key for r in await store.record_list(SESSIONS) if not expired(r.to_dict(), now)}
+    runs = [run_view(r.to_dict()) for r in await store.record_list(RUNS)]
+    runs = [r for r in runs if r.get("session_id") in live]
+    if status is not None:
+        runs = [r for r in runs if r.get("status") == status]
+    runs.sort(key=lambda r: r.get("created_at", 0.0), reverse=True)
+    return {"runs": runs[:limit]}
+
+
+@router.get("/sessions/{session_id}/runs/{run_id}", tags=["runs"])
+async def get_run(session_id: str, run_id: str, principal: Caller, service: Svc) -> dict[str, Any]:
+    """A run's status (``running``, ``handover``, ``done``, ``error``, ``cancelled``)."""
+    record = await load_run(service, service.scoped(principal), session_id, run_id)
+    return run_view(record.to_dict())
+
+
+@router.get("/sessions/{session_id}/runs/{run_id}/result", tags=["runs"])
+async def get_result(
+    session_id: str, run_id: str, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """The run's result once it has halted (409 while it is still running)."""
+    record = await load_run(service, service.scoped(principal), session_id, run_id)
+    run = record.to_dict()
+    if run.get("status") == "running":
+        raise ApiError(409, "not_finished", "the run is still running")
+    keys = ("id", "status", "halt_reason", "success", "answer", "message", "fields",
+            "handover_id", "steps", "timing", "agent_run_id")  # fmt: skip
+    return {k: run.get(k) for k in keys}
+
+
+def _read_steps(path: str | None) -> list[dict[str, Any]]:
+    if not path:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a line being written right now
+        try:
+            records, _ = read_trace(path)
+        except ConfigurationError:
+            return []
+    return [r.model_dump(mode="json") for r in records]
+
+
+@router.get("/sessions/{session_id}/runs/{run_id}/trace", tags=["runs"])
+async def get_trace(
+    session_id: str, run_id: str, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """Every step record so far (as in the JSONL trace: secrets already redacted)."""
+    record = await load_run(service, service.scoped(principal), session_id, run_id)
+    run = record.to_dict()
+    steps = await asyncio.to_thread(_read_steps, run.get("trace_path"))
+    return {"run_id": run_id, "status": run.get("status"), "steps": steps}
+
+
+@router.get("/sessions/{session_id}/runs/{run_id}/events", tags=["runs"])
+async def run_events(
+    session_id: str,
+    run_id: str,
+    principal: Caller,
+    service: Svc,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """Server-sent events: ``step`` (e, u, f_est, protocol, actuators), ``status``, ``end``."""
+    store = service.scoped(principal)
+    record = await load_run(service, store, session_id, run_id)
+    key = run_key(session_id, run_id)
+
+    async def status() -> dict[str, Any] | None:
+        try:
+            current = await store.record_get(RUNS, key)
+        except ClosedLoopError:
+            return None
+        return None if current is None else current.to_dict()
+
+    start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else -1
+    stream = stream_run(
+        service.hub,
+        f"{store.scope}/{key}",
+        status,
+        record.to_dict().get("trace_path"),
+        poll_s=service.settings.sse_poll_s,
+        keepalive_s=service.settings.sse_keepalive_s,
+        start_after=start_after,
+    )
+    return StreamingResponse(
+        stream,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/sessions/{session_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
+async def cancel_run(
+    session_id: str, run_id: str, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """Stop a running run (it ends ``cancelled``); 409 if it is not running here."""
+    store = service.scoped(principal)
+    record = await load_run(service, store, session_id, run_id)
+    run = record.to_dict()
+    if run.get("status") != "running":
+        raise ApiError(409, "not_running", f"the run is {run.get('status')}, not running")
+    if not service.runs.cancel(store, record.key):
+        raise ApiError(409, "not_here", "the run executes in another worker")
+    return {"id": run_id, "status": "cancelling"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,7 +13,8 @@ from .._exceptions import ConfigurationError
 from ..harness import BenchConfig, render_report, run_refine_bench
 
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
-_out = Console()
+# Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
+_out = Console(width=None if Console().is_terminal else 200)
 _err = Console(stderr=True)
 
 
@@ -35,7 +36,7 @@ def refine(
     ] = "blind_retry,self_refine,pid,pid+interval2",
     rounds: Annotated[int, typer.Option(help="Rounds per run, round 1 included.")] = 4,
     model: Annotated[str, typer.Option(help="Model spec.")] = "local:qwen2.5-coder-0.5b",
-    temperature: Annotated[float, typer.Option(help="The same for every strategy.")] = 0.7,
+    temperature: Annotated[float, typer.Option(help="The same for every strategy.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Round k uses seed + k - 1, for every strategy.")] = 0,
     max_tokens: Annotated[int, typer.Option(help="Per generation.")] = 768,
     loopgain: Annotated[
@@ -65,3 +66,119 @@ def refine(
     )
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+# --- faults and overhead (closedloop.bench) -------------------------------------------------
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _csv(text))
+    except ValueError:
+        raise ConfigurationError("--steps", text, "must be comma-separated integers") from None
+
+
+@app.command("faults")
+def faults(
+    model: Annotated[
+        str,
+        typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
+    ] = "test:oracle",
+    quick: Annotated[
+        bool, typer.Option("--quick", help="seed000, steps 1,3,5,7, a few episodes each.")
+    ] = False,
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
+            "closedloop_adrc."
+        ),
+    ] = "open_loop,fixed_retries,langgraph,closedloop_pid,closedloop_adrc",
+    profiles: Annotated[
+        str, typer.Option(help="Comma-separated fault profiles (names or files).")
+    ] = "seed000",
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = (
+        "1,2,3,4,5,6,7,8,9,10"
+    ),
+    episodes: Annotated[
+        int | None,
+        typer.Option(help="Episodes per cell (default: every task of that step count)."),
+    ] = None,
+    split: Annotated[str, typer.Option(help="Task split: eval or dev.")] = "eval",
+    seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
+    latency_scale: Annotated[
+        float, typer.Option(help="Multiplies the worlds' injected latencies (0: none).")
+    ] = 1.0,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
+    attempts: Annotated[int, typer.Option(help="Retry budget per call, for everyone.")] = 3,
+    tool_timeout: Annotated[
+        float | None,
+        typer.Option(help="Fixed timeout of every HTTP call, s (default: adaptive, from p95)."),
+    ] = None,
+    closed_loop: Annotated[
+        str,
+        typer.Option(
+            help="The closed loop's planner: react (the model proposes every step), "
+            "reference (the reference agents: rules, the model past a gate) or auto "
+            "(reference for real models, react for test:oracle)."
+        ),
+    ] = "auto",
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not use the completion cache.")
+    ] = False,
+    out: Annotated[Path, typer.Option(help="Folder for report.json and curves.png.")] = Path(
+        "runs/bench-faults"
+    ),
+) -> None:
+    """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
+    from ..bench import FaultsConfig, render_faults, run_faults_bench
+
+    common: dict[str, Any] = {
+        "model": model,
+        "strategies": _csv(strategies),
+        "split": split,
+        "seed": seed,
+        "latency_scale": latency_scale,
+        "concurrency": concurrency,
+        "attempts": attempts,
+        "tool_timeout_s": tool_timeout,
+        "closed_loop": closed_loop,
+        "cache": not no_cache,
+        "out": out,
+    }
+    if quick:
+        extra = {} if episodes is None else {"episodes": episodes}
+        config = FaultsConfig.quick_preset(**common, **extra)
+    else:
+        config = FaultsConfig(
+            **common, profiles=_csv(profiles), steps=_steps(steps), episodes=episodes
+        )
+
+    def tick(done: int, total: int, _result: object) -> None:
+        if done == total or done % max(1, total // 20) == 0:
+            _err.print(f"{done}/{total} episodes", highlight=False)
+
+    report = asyncio.run(run_faults_bench(config, progress=tick))
+    render_faults(report, _out)
+    _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
+
+
+@app.command("overhead")
+def overhead(
+    steps: Annotated[int, typer.Option(help="Tool steps per run.")] = 10,
+    rounds: Annotated[int, typer.Option(help="Measured rounds per loop (median reported).")] = 30,
+    out: Annotated[Path, typer.Option(help="Folder for overhead.json.")] = Path(
+        "runs/bench-overhead"
+    ),
+) -> None:
+    """Per-step cost of the loop itself: closedloop vs a plain loop vs LangGraph."""
+    from ..bench import render_overhead, run_overhead_bench, write_json
+
+    report = asyncio.run(run_overhead_bench(steps=steps, rounds=rounds))
+    render_overhead(report, _out)
+    path = write_json(report, out / "overhead.json")
+    _out.print(f"report: {path}")

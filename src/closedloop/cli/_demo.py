@@ -1,4 +1,9 @@
-"""``closedloop demo``: the main job, on the embedded defaults."""
+"""``closedloop demo``: the main job, on the embedded defaults.
+
+``closedloop demo`` (or ``closedloop demo agents``) runs about twenty tasks open loop and
+closed loop against the faulted world with the embedded model; ``closedloop demo
+control`` shows the controllers' step responses.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,83 @@ from rich.table import Table
 
 from ..control._scenarios import ScenarioResult, reference_scenarios, run_scenario
 
-app = typer.Typer(help="Demonstrations of the control loop.", no_args_is_help=True)
-_out = Console()
+app = typer.Typer(
+    help="Demonstrations of the control loop (no subcommand: the agent demo).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+# Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
+_out = Console(width=None if Console().is_terminal else 200)
+
+TasksOption = Annotated[int, typer.Option(help="How many tasks (each run open and closed loop).")]
+ModelOption = Annotated[
+    str, typer.Option(help="Model spec (test:oracle: the deterministic test model).")
+]
+ProfileOption = Annotated[str, typer.Option(help="World fault profile (name or file).")]
+OutOption = Annotated[Path, typer.Option(help="Folder under which the run folder is made.")]
+ConcurrencyOption = Annotated[int, typer.Option(help="Episodes in flight at once.")]
+LatencyOption = Annotated[float, typer.Option(help="Multiplies the world's injected latency.")]
+TimeoutOption = Annotated[
+    float | None, typer.Option(help="Fixed timeout of every HTTP call, s (default: adaptive).")
+]
+
+
+def _agents(
+    tasks: int,
+    model: str,
+    profile: str,
+    out: Path,
+    concurrency: int,
+    latency_scale: float,
+    tool_timeout: float | None,
+) -> None:
+    from ..bench import DemoConfig, render_demo, run_demo_sync
+
+    config = DemoConfig(
+        tasks=tasks,
+        model=model,
+        profile=profile,
+        out=out,
+        concurrency=concurrency,
+        latency_scale=latency_scale,
+        tool_timeout_s=tool_timeout,
+    )
+    _out.print(
+        f"closedloop demo: world profile {profile}, model {model}, {tasks} tasks "
+        "open loop and closed loop",
+        highlight=False,
+    )
+    render_demo(run_demo_sync(config, _out), _out)
+
+
+@app.callback()
+def demo(
+    ctx: typer.Context,
+    tasks: TasksOption = 20,
+    model: ModelOption = "local:qwen2.5-coder-0.5b",
+    profile: ProfileOption = "seed000",
+    out: OutOption = Path("runs"),
+    concurrency: ConcurrencyOption = 8,
+    latency_scale: LatencyOption = 1.0,
+    tool_timeout: TimeoutOption = None,
+) -> None:
+    """The agent demo: open loop vs closed loop on the faulted world (seed000)."""
+    if ctx.invoked_subcommand is None:
+        _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout)
+
+
+@app.command("agents")
+def agents(
+    tasks: TasksOption = 20,
+    model: ModelOption = "local:qwen2.5-coder-0.5b",
+    profile: ProfileOption = "seed000",
+    out: OutOption = Path("runs"),
+    concurrency: ConcurrencyOption = 8,
+    latency_scale: LatencyOption = 1.0,
+    tool_timeout: TimeoutOption = None,
+) -> None:
+    """The agent demo (the same as ``closedloop demo`` with no subcommand)."""
+    _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout)
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -11,7 +11,9 @@ from rich.console import Console
 
 from .._exceptions import ClosedLoopError
 from ._demo import app as demo_app
+from ._keys import app as keys_app
 from ._models import app as models_app
+from ._serve import serve as serve_command
 from ._trace import plot as plot_command
 from ._trace import trace_app
 from ._world import app as world_app
@@ -24,10 +26,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(demo_app, name="demo")
+app.add_typer(keys_app, name="keys")
 app.add_typer(models_app, name="models")
 app.add_typer(trace_app, name="trace")
 app.add_typer(world_app, name="world")
 app.command("plot")(plot_command)
+app.command("serve")(serve_command)
 
 _err = Console(stderr=True, soft_wrap=True)
 

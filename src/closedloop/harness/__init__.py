@@ -1,1 +1,133 @@
-"""closedloop.harness (see ARCHITECTURE.md)."""
+"""closedloop.harness: refine generated code in a closed loop (seed 003).
+
+A :class:`Refiner` runs generator → evaluator → feedback rounds on a :class:`Task`. The
+evaluator runs the task's checks on the code in a :class:`Sandbox` (a limited
+subprocess) and reports a pass rate with got / expected per failing check. The
+strategy decides what the generator hears next: :func:`blind_retry`, :func:`self_refine`,
+:func:`pid_feedback` (intensity set by a PID controller), :func:`interval` and
+:func:`auto`. Stop policies (:func:`stop_when_target_met`, :func:`stop_on_lyapunov`, ...)
+combine with ``|``.
+
+    from closedloop.harness import LRU_CACHE, ModelGenerator, Refiner, pid_feedback
+    from closedloop.models import load_model
+
+    refiner = Refiner(ModelGenerator(load_model("local:qwen2.5-coder-0.5b")),
+                      strategy=pid_feedback(), max_rounds=3)
+    result = refiner.run_sync(LRU_CACHE)
+    print(result.scores, result.best_score)
+"""
+
+from __future__ import annotations
+
+from ._auto import Auto, auto, strategy_from_spec
+from ._bench import BenchConfig, BenchReport, LoopGainStop, render_report, run_refine_bench
+from ._diagnosis import (
+    Diagnosis,
+    ModelDiagnoser,
+    StrategyChoice,
+    choose_strategy,
+    diagnose,
+    should_use_pid,
+)
+from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
+from ._generator import Generation, Generator, ModelGenerator, extract_code
+from ._humaneval import HumanEvalProblem, humaneval_data_path, load_humaneval, split_check
+from ._refiner import Diagnoser, Evaluator, Refiner, SandboxEvaluator
+from ._results import RefinementResult, RefinementRound
+from ._sandbox import Sandbox, SandboxLimits
+from ._stop import (
+    AnyStop,
+    RefineState,
+    StopDecision,
+    StopPolicy,
+    StopReason,
+    stop_after_rounds,
+    stop_on_lyapunov,
+    stop_on_trajectory,
+    stop_when_target_met,
+)
+from ._strategies import (
+    SYSTEM_PROMPT,
+    BlindRetry,
+    Feedback,
+    Interval,
+    PIDFeedback,
+    SelfRefine,
+    Strategy,
+    StrategyContext,
+    StrategySession,
+    blind_retry,
+    initial_messages,
+    interval,
+    pid_feedback,
+    self_refine,
+)
+from ._tasks import Check, Task
+from ._tasks_seed import LRU_CACHE, MERGE_SORTED_LISTS, SEED_TASKS, SPIRAL_MATRIX, TTL_CACHE
+
+__all__ = [
+    "LRU_CACHE",
+    "MERGE_SORTED_LISTS",
+    "SEED_TASKS",
+    "SPIRAL_MATRIX",
+    "SYSTEM_PROMPT",
+    "TTL_CACHE",
+    "AnyStop",
+    "Auto",
+    "BenchConfig",
+    "BenchReport",
+    "BlindRetry",
+    "Check",
+    "CheckResult",
+    "Diagnoser",
+    "Diagnosis",
+    "Evaluation",
+    "EvaluationStatus",
+    "Evaluator",
+    "Feedback",
+    "Generation",
+    "Generator",
+    "HumanEvalProblem",
+    "Interval",
+    "LoopGainStop",
+    "ModelDiagnoser",
+    "ModelGenerator",
+    "PIDFeedback",
+    "RefineState",
+    "RefinementResult",
+    "RefinementRound",
+    "Refiner",
+    "Sandbox",
+    "SandboxEvaluator",
+    "SandboxLimits",
+    "SelfRefine",
+    "StopDecision",
+    "StopPolicy",
+    "StopReason",
+    "Strategy",
+    "StrategyChoice",
+    "StrategyContext",
+    "StrategySession",
+    "Task",
+    "auto",
+    "blind_retry",
+    "choose_strategy",
+    "diagnose",
+    "extract_code",
+    "humaneval_data_path",
+    "initial_messages",
+    "interval",
+    "load_humaneval",
+    "not_run",
+    "pid_feedback",
+    "render_report",
+    "run_refine_bench",
+    "self_refine",
+    "should_use_pid",
+    "split_check",
+    "stop_after_rounds",
+    "stop_on_lyapunov",
+    "stop_on_trajectory",
+    "stop_when_target_met",
+    "strategy_from_spec",
+]

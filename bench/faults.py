@@ -1,0 +1,36 @@
+"""The faults benchmark (issue 6): open loop, fixed retries, LangGraph and closedloop.
+
+    .venv/bin/python bench/faults.py --quick
+    .venv/bin/python bench/faults.py --profiles seed000,harsh
+    .venv/bin/python bench/faults.py --quick --model local:qwen2.5-coder-0.5b
+    .venv/bin/python bench/faults.py --model openai-compatible:http://127.0.0.1:8080/v1#name
+
+The same as ``closedloop bench faults`` (every option is the command's); the logic lives in
+``closedloop.bench``. Writes ``report.json`` and ``curves.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from closedloop import ClosedLoopError
+from closedloop.cli._bench import app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``closedloop bench faults`` with ``argv``; returns the exit status."""
+    args = ["faults", *(sys.argv[1:] if argv is None else argv)]
+    try:
+        app(args=args, prog_name="closedloop bench", standalone_mode=True)
+    except ClosedLoopError as exc:
+        Console(stderr=True).print(f"error: {type(exc).__name__}: {exc}", highlight=False)
+        return 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""The faults benchmark's report: per-episode rows, per-cell summaries, targets and the
+seeds' claims, as JSON (pydantic), a rich table and a PNG of the success curves."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.table import Table
+
+from ._stats import percentile, rate
+
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "CellSummary",
+    "ClaimCheck",
+    "EpisodeResult",
+    "FaultsReport",
+    "TargetCheck",
+    "plot_curves",
+    "render_faults",
+    "summarise",
+    "write_json",
+]
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EpisodeResult(_Frozen):
+    """One strategy on one task, seed and world, judged by the task's checker."""
+
+    strategy: str
+    profile: str
+    steps: int = Field(description="the task's expected (ideal) number of tool calls")
+    task_id: str
+    domain: str
+    template: str
+    impossible: bool
+    repetition: int
+    fault_seed: int
+    success: bool
+    reason: str
+    halt: str
+    loop_steps: int
+    handed_over: bool
+    handover_justified: bool | None = None
+    oracle_solvable: bool
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float = Field(description="wall time less waiting for the shared model")
+    wall_s: float
+    requests: int
+    faults: dict[str, int] = Field(default_factory=dict)
+    duplicate_effects: int = 0
+    warned_early: bool = False
+    planner: str = Field(
+        default="model",
+        description="who proposed the steps: model (every step), react or reference",
+    )
+    error: str | None = None
+
+
+class CellSummary(_Frozen):
+    """Episodes of one strategy under one profile, at one step count (``steps`` 0: all)."""
+
+    strategy: str
+    profile: str
+    steps: int
+    episodes: int
+    successes: int
+    success: float
+    ci_low: float
+    ci_high: float
+    oracle: float
+    oracle_ci_low: float
+    oracle_ci_high: float
+    model_calls: float
+    tokens: float
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    handovers: int
+    handovers_justified: int
+    duplicate_effects: int
+    failures_warned_early: int
+    failures: int
+
+
+class TargetCheck(_Frozen):
+    """One of the issue's targets: what it asks, what was measured, whether it holds."""
+
+    target: str
+    measured: float | None
+    threshold: float
+    met: bool | None
+    note: str = ""
+
+
+class ClaimCheck(_Frozen):
+    """A seed's claim next to what this run measured."""
+
+    claim: str
+    seed_value: str
+    measured: str
+    verdict: str
+
+
+class FaultsReport(_Frozen):
+    """Everything a faults benchmark run measured (``schema_version`` 1)."""
+
+    schema_version: int = REPORT_SCHEMA_VERSION
+    command: str
+    config: dict[str, Any]
+    model: dict[str, Any]
+    wall_s: float
+    episodes: list[EpisodeResult]
+    cells: list[CellSummary]
+    targets: list[TargetCheck] = Field(default_factory=list)
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarise(
+    rows: Sequence[EpisodeResult], strategy: str, profile: str, steps: int
+) -> CellSummary:
+    """The summary of ``rows`` (already filtered to one cell)."""
+    wins = sum(r.success for r in rows)
+    solvable = sum(r.oracle_solvable for r in rows)
+    ok, bound = rate(wins, len(rows)), rate(solvable, len(rows))
+    latencies = [r.latency_s for r in rows]
+    failures = [r for r in rows if not r.success]
+    return CellSummary(
+        strategy=strategy,
+        profile=profile,
+        steps=steps,
+        episodes=len(rows),
+        successes=wins,
+        success=ok.value,
+        ci_low=ok.low,
+        ci_high=ok.high,
+        oracle=bound.value,
+        oracle_ci_low=bound.low,
+        oracle_ci_high=bound.high,
+        model_calls=_mean([r.model_calls for r in rows]),
+        tokens=_mean([r.prompt_tokens + r.completion_tokens for r in rows]),
+        latency_p50_s=percentile(latencies, 50),
+        latency_p95_s=percentile(latencies, 95),
+        handovers=sum(r.handed_over for r in rows),
+        handovers_justified=sum(bool(r.handover_justified) for r in rows),
+        duplicate_effects=sum(r.duplicate_effects for r in rows),
+        failures_warned_early=sum(r.warned_early for r in failures),
+        failures=len(failures),
+    )
+
+
+def write_json(report: FaultsReport | BaseModel, path: Path) -> Path:
+    """Write ``report`` as indented JSON, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def render_faults(report: FaultsReport, console: Console) -> None:
+    """The overall table per profile, the curve table, the targets and the claims."""
+    profiles = list(dict.fromkeys(c.profile for c in report.cells))
+    for profile in profiles:
+        overall = [c for c in report.cells if c.profile == profile and c.steps == 0]
+        table = Table(title=f"faults benchmark: profile {profile}, model {report.model['spec']}")
+        for col in (
+            "strategy",
+            "episodes",
+            "success % [95 % CI]",
+            "oracle %",
+            "model calls",
+            "tokens",
+            "latency p50 s",
+            "p95 s",
+            "handovers (justified)",
+            "dup. effects",
+        ):
+            table.add_column(col, justify="left" if col == "strategy" else "right")
+        for c in overall:
+            table.add_row(
+                c.strategy,
+                str(c.episodes),
+                f"{_pct(c.success)} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]",
+                _pct(c.oracle),
+                f"{c.model_calls:.2f}",
+                f"{c.tokens:.0f}",
+                _seconds(c.latency_p50_s),
+                _seconds(c.latency_p95_s),
+                f"{c.handovers} ({c.handovers_justified})",
+                str(c.duplicate_effects),
+            )
+        console.print(table)
+        by_steps = [c for c in report.cells if c.profile == profile and c.steps > 0]
+        steps = sorted({c.steps for c in by_steps})
+        strategies = list(dict.fromkeys(c.strategy for c in by_steps))
+        curve = Table(title=f"success % by number of steps ({profile})")
+        curve.add_column("strategy")
+        for s in steps:
+            curve.add_column(str(s), justify="right")
+        for name in strategies:
+            row = {c.steps: c for c in by_steps if c.strategy == name}
+            curve.add_row(name, *(_pct(row[s].success) if s in row else "—" for s in steps))
+        oracle = {c.steps: c.oracle for c in by_steps if c.strategy == strategies[0]}
+        curve.add_row("oracle bound", *(_pct(oracle[s]) if s in oracle else "—" for s in steps))
+        console.print(curve)
+    if report.targets:
+        table = Table(title="targets (closedloop PID+ADRC)")
+        for col in ("target", "measured", "threshold", "met"):
+            table.add_column(col)
+        for t in report.targets:
+            measured = "—" if t.measured is None else f"{t.measured:.3f}"
+            met = "n/a" if t.met is None else ("yes" if t.met else "NO")
+            table.add_row(t.target, measured, f"{t.threshold:.3f}", met)
+        console.print(table)
+    if report.claims:
+        table = Table(title="the seeds' claims")
+        for col in ("claim", "seed", "measured", "verdict"):
+            table.add_column(col)
+        for claim in report.claims:
+            table.add_row(claim.claim, claim.seed_value, claim.measured, claim.verdict)
+        console.print(table)
+    for note in report.notes:
+        console.print(f"- {note}", highlight=False)
+    console.print(f"wall time: {report.wall_s:.1f} s", highlight=False)
+
+
+def plot_curves(cells: Iterable[CellSummary], path: Path, *, title: str = "") -> Path:
+    """Success rate against the number of steps, one line per strategy with its 95 %
+    interval, and the oracle bound dashed; one panel per profile."""
+    from matplotlib.figure import Figure
+
+    rows = [c for c in cells if c.steps > 0]
+    profiles = list(dict.fromkeys(c.profile for c in rows)) or ["none"]
+    figure = Figure(figsize=(6.5 * len(profiles), 4.8), layout="constrained")
+    axes = figure.subplots(1, len(profiles), squeeze=False)[0]
+    for ax, profile in zip(axes, profiles, strict=True):
+        mine = [c for c in rows if c.profile == profile]
+        strategies = list(dict.fromkeys(c.strategy for c in mine))
+        for i, name in enumerate(strategies):
+            line = sorted((c for c in mine if c.strategy == name), key=lambda c: c.steps)
+            # A small sideways shift per strategy: equal curves stay visible side by side.
+            shift = (i - (len(strategies) - 1) / 2) * 0.08
+            x = [c.steps + shift for c in line]
+            y = [100 * c.success for c in line]
+            low = [100 * (c.success - c.ci_low) for c in line]
+            high = [100 * (c.ci_high - c.success) for c in line]
+            ax.errorbar(x, y, yerr=[low, high], marker="o", markersize=3, capsize=2, label=name)
+        if strategies:
+            ref = sorted((c for c in mine if c.strategy == strategies[0]), key=lambda c: c.steps)
+            ax.plot(
+                [c.steps for c in ref],
+                [100 * c.oracle for c in ref],
+                linestyle="--",
+                color="black",
+                linewidth=1.2,
+                label="oracle bound",
+                zorder=5,
+            )
+        ax.axhline(60, color="grey", linestyle=":", linewidth=0.8)
+        ax.set_ylim(-3, 103)
+        ax.set_xlabel("steps (ideal tool calls)")
+        ax.set_ylabel("success % (95 % Wilson interval)")
+        ax.set_title(f"profile {profile}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    if title:
+        figure.suptitle(title, fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", dpi=110)
+    return path

@@ -1,0 +1,164 @@
+"""The plant of the refinement loop: a model that turns messages into code.
+
+``ModelGenerator`` adapts any ``closedloop.models.Model``: it sends the messages, takes
+the code out of the answer's fenced block, and reports tokens and latency. Completions
+can be cached by the exact request (messages and sampling parameters): with temperature
+0, or with a fixed seed on a backend that honours it (the local models do), the same
+request gives the same answer, so a cache changes cost, never results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .._exceptions import ConfigurationError
+from .._validation import require_int_at_least, require_positive
+from ..models import Message, Model
+
+__all__ = ["Generation", "Generator", "ModelGenerator", "extract_code"]
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_PY_TAGS = frozenset({"", "python", "py", "python3"})
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The code in a model's answer.
+
+    Fenced blocks tagged Python (or untagged) win; among them, the one that defines
+    ``entry_point``, else the longest. An unterminated fence (the answer was cut off) still
+    counts. With no fence at all, the whole text is taken as code: if it is prose, the
+    evaluator reports a syntax error, which is the honest outcome.
+    """
+    blocks: list[str] = [
+        str(m.group(2)) for m in _FENCE.finditer(text) if m.group(1).lower() in _PY_TAGS
+    ]
+    if not blocks:
+        return text.strip() + "\n" if text.strip() else ""
+    if entry_point:
+        pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(entry_point)}\b", re.M)
+        defining = [body for body in blocks if pattern.search(body)]
+        if defining:
+            return max(defining, key=len).strip() + "\n"
+    return max(blocks, key=len).strip() + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One answer of the generator: the code, the raw text and what it cost.
+
+    A cached answer keeps the latency of the call that made it: what a run would have
+    paid on its own, which is what per-strategy costs in a benchmark should show.
+    """
+
+    code: str
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = "stop"
+    cached: bool = False
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Anything that writes code from chat messages."""
+
+    async def __call__(
+        self, messages: Sequence[Message], *, seed: int | None, entry_point: str | None
+    ) -> Generation:
+        """Answer ``messages`` with code; model errors propagate (the refiner records them)."""
+        ...
+
+
+class ModelGenerator:
+    """A :class:`Generator` on top of a ``closedloop.models`` model.
+
+    Args:
+        model: the model (``load_model("local:qwen2.5-coder-0.5b")``, ``FunctionModel``...).
+        temperature, max_tokens, timeout: sampling parameters, the same for every call.
+        cache: a mapping to keep completions in, keyed by the exact request; used only when
+            the request is reproducible (temperature 0, or a seed given).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 768,
+        timeout: float | None = None,
+        cache: MutableMapping[str, Generation] | None = None,
+    ) -> None:
+        if not isinstance(model, Model):
+            raise ConfigurationError("model", model, "must implement closedloop.models.Model")
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigurationError("temperature", temperature, "must lie in [0, 2]")
+        self.model = model
+        self.temperature = float(temperature)
+        self.max_tokens = require_int_at_least("max_tokens", max_tokens, 16)
+        self.timeout = None if timeout is None else require_positive("timeout", timeout)
+        self.cache = cache
+        self.calls = 0
+        self.cache_hits = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ModelGenerator({self.model.name!r}, temperature={self.temperature}, "
+            f"max_tokens={self.max_tokens})"
+        )
+
+    def _key(self, messages: Sequence[Message], seed: int | None) -> str | None:
+        if self.cache is None or (self.temperature > 0.0 and seed is None):
+            return None
+        blob = json.dumps(
+            {
+                "model": self.model.name,
+                "messages": [m.to_dict() for m in messages],
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+                "seed": seed,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    async def __call__(
+        self, messages: Sequence[Message], *, seed: int | None, entry_point: str | None
+    ) -> Generation:
+        key = self._key(messages, seed)
+        if key is not None and self.cache is not None and key in self.cache:
+            self.cache_hits += 1
+            hit = self.cache[key]
+            return Generation(
+                code=extract_code(hit.text, entry_point),
+                text=hit.text,
+                prompt_tokens=hit.prompt_tokens,
+                completion_tokens=hit.completion_tokens,
+                latency_s=hit.latency_s,
+                finish_reason=hit.finish_reason,
+                cached=True,
+            )
+        self.calls += 1
+        completion = await self.model.complete(
+            list(messages),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            seed=seed,
+            timeout=self.timeout,
+        )
+        generation = Generation(
+            code=extract_code(completion.text, entry_point),
+            text=completion.text,
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+            latency_s=completion.latency_s,
+            finish_reason=completion.finish_reason,
+        )
+        if key is not None and self.cache is not None:
+            self.cache[key] = generation
+        return generation

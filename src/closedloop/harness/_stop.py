@@ -1,0 +1,212 @@
+"""When the refinement loop stops: small policies over one state snapshot, combined with ``|``.
+
+Each policy is a frozen dataclass called as ``policy(state) -> StopDecision | None``; it
+reads only the :class:`RefineState` it is given, so it is tested by building a state by
+hand. ``stop_when_target_met() | stop_on_lyapunov()`` stops at whichever fires first.
+The refiner's ``max_rounds`` is a backstop on top of any policy. Policy classes have
+lowercase names, as tenacity's do, because they read as phrases where they are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from .._exceptions import ConfigurationError
+from .._validation import require_finite, require_int_at_least
+from ..control import LyapunovMonitor, LyapunovVerdict, Trajectory
+
+__all__ = [
+    "AnyStop",
+    "RefineState",
+    "StopDecision",
+    "StopPolicy",
+    "StopReason",
+    "stop_after_rounds",
+    "stop_on_lyapunov",
+    "stop_on_trajectory",
+    "stop_when_target_met",
+]
+
+
+class StopReason(StrEnum):
+    """Why a refinement run ended; every end is one of these."""
+
+    TARGET_MET = "target_met"
+    MAX_ROUNDS = "max_rounds"
+    LYAPUNOV = "lyapunov"
+    TRAJECTORY = "trajectory"
+    EXTERNAL = "external"
+    """A policy from outside closedloop (a loopgain monitor, a budget) said stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopDecision:
+    """A policy's verdict that the loop should stop, and why."""
+
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefineState:
+    """What a stop policy sees after a round.
+
+    ``scores`` has one entry per round so far (from round 1), ``None`` for a round that
+    was not evaluated (interval feedback). Policies judge on evaluated rounds only.
+    """
+
+    round: int
+    scores: tuple[float | None, ...]
+    target: float = 1.0
+
+    @property
+    def evaluated(self) -> tuple[float, ...]:
+        """The scores of the evaluated rounds, in order."""
+        return tuple(s for s in self.scores if s is not None)
+
+    @property
+    def last_evaluated(self) -> bool:
+        """Whether the latest round was evaluated."""
+        return bool(self.scores) and self.scores[-1] is not None
+
+
+class StopPolicy(Protocol):
+    """``policy(state) -> StopDecision | None``."""
+
+    def __call__(self, state: RefineState) -> StopDecision | None: ...
+
+
+class _Combinable:
+    """``a | b``: a policy that stops when either does."""
+
+    __slots__ = ()
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        raise NotImplementedError
+
+    def __or__(self, other: StopPolicy) -> AnyStop:
+        return AnyStop(_flatten(self) + _flatten(other))
+
+
+def _flatten(policy: StopPolicy) -> tuple[StopPolicy, ...]:
+    return policy.policies if isinstance(policy, AnyStop) else (policy,)
+
+
+@dataclass(frozen=True, slots=True)
+class AnyStop(_Combinable):
+    """Stops when any of its policies does; the first to fire (in order) gives the reason."""
+
+    policies: tuple[StopPolicy, ...]
+
+    def __post_init__(self) -> None:
+        if not self.policies or not all(callable(p) for p in self.policies):
+            raise ConfigurationError("policies", self.policies, "must be callable stop policies")
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        for policy in self.policies:
+            decision = policy(state)
+            if decision is not None:
+                return decision
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class stop_when_target_met(_Combinable):
+    """Stop as soon as an evaluated round reaches ``target`` (default: every check passes)."""
+
+    target: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_finite("target", self.target)
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        if state.last_evaluated and state.scores[-1] is not None:
+            score = state.scores[-1]
+            if score >= self.target - 1e-12:
+                return StopDecision(
+                    StopReason.TARGET_MET, f"round {state.round} scored {score:.3f}"
+                )
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class stop_after_rounds(_Combinable):
+    """Stop after ``rounds`` rounds."""
+
+    rounds: int
+
+    def __post_init__(self) -> None:
+        require_int_at_least("rounds", self.rounds, 1)
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        if state.round >= self.rounds:
+            return StopDecision(StopReason.MAX_ROUNDS, f"{state.round} of {self.rounds} rounds run")
+        return None
+
+
+def _replay(scores: Sequence[float], target: float, patience: int) -> LyapunovVerdict | None:
+    monitor = LyapunovMonitor(target=target, patience=patience)
+    verdict = None
+    for score in scores:
+        verdict = monitor.observe(min(score, target))
+    return verdict
+
+
+@dataclass(frozen=True, slots=True)
+class stop_on_lyapunov(_Combinable):
+    """Stop after ``patience`` consecutive rounds in which ``V = ½(target − score)²`` rose.
+
+    The refiner then returns its best-so-far output, not the last one (seed 003 §4).
+    """
+
+    patience: int = 2
+
+    def __post_init__(self) -> None:
+        require_int_at_least("patience", self.patience, 1)
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        if not state.last_evaluated:
+            return None
+        verdict = _replay(state.evaluated, state.target, self.patience)
+        if verdict is not None and verdict.should_stop:
+            return StopDecision(
+                StopReason.LYAPUNOV,
+                f"V rose in {verdict.consecutive_increases} consecutive evaluated rounds",
+            )
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class stop_on_trajectory(_Combinable):
+    """Stop when the Lyapunov monitor classifies the trajectory as one of ``classes``.
+
+    Judged only once ``min_evaluated`` rounds have been evaluated, so one early setback
+    does not end a run. Default classes: diverging, oscillating and stalling (no net
+    progress over the monitor's window), the three in which more rounds rarely pay.
+    """
+
+    classes: frozenset[Trajectory] = frozenset(
+        {Trajectory.DIVERGING, Trajectory.OSCILLATING, Trajectory.STALLING}
+    )
+    min_evaluated: int = 3
+    patience: int = 2
+
+    def __post_init__(self) -> None:
+        classes = frozenset(Trajectory(c) for c in self.classes)
+        if not classes:
+            raise ConfigurationError("classes", self.classes, "name at least one trajectory")
+        object.__setattr__(self, "classes", classes)
+        require_int_at_least("min_evaluated", self.min_evaluated, 2)
+        require_int_at_least("patience", self.patience, 1)
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        scores = state.evaluated
+        if not state.last_evaluated or len(scores) < self.min_evaluated:
+            return None
+        verdict = _replay(scores, state.target, self.patience)
+        if verdict is not None and verdict.trajectory in self.classes:
+            return StopDecision(StopReason.TRAJECTORY, f"trajectory is {verdict.trajectory}")
+        return None

@@ -1,0 +1,92 @@
+"""The public surface of closedloop.harness is a decision: pinned here."""
+
+from __future__ import annotations
+
+import closedloop.harness as harness
+
+EXPECTED = {
+    "LRU_CACHE",
+    "MERGE_SORTED_LISTS",
+    "SEED_TASKS",
+    "SPIRAL_MATRIX",
+    "SYSTEM_PROMPT",
+    "TTL_CACHE",
+    "AnyStop",
+    "Auto",
+    "BenchConfig",
+    "BenchReport",
+    "BlindRetry",
+    "Check",
+    "CheckResult",
+    "Diagnoser",
+    "Diagnosis",
+    "Evaluation",
+    "EvaluationStatus",
+    "Evaluator",
+    "Feedback",
+    "Generation",
+    "Generator",
+    "HumanEvalProblem",
+    "Interval",
+    "LoopGainStop",
+    "ModelDiagnoser",
+    "ModelGenerator",
+    "PIDFeedback",
+    "RefineState",
+    "RefinementResult",
+    "RefinementRound",
+    "Refiner",
+    "Sandbox",
+    "SandboxEvaluator",
+    "SandboxLimits",
+    "SelfRefine",
+    "StopDecision",
+    "StopPolicy",
+    "StopReason",
+    "Strategy",
+    "StrategyChoice",
+    "StrategyContext",
+    "StrategySession",
+    "Task",
+    "auto",
+    "blind_retry",
+    "choose_strategy",
+    "diagnose",
+    "extract_code",
+    "humaneval_data_path",
+    "initial_messages",
+    "interval",
+    "load_humaneval",
+    "not_run",
+    "pid_feedback",
+    "render_report",
+    "run_refine_bench",
+    "self_refine",
+    "should_use_pid",
+    "split_check",
+    "stop_after_rounds",
+    "stop_on_lyapunov",
+    "stop_on_trajectory",
+    "stop_when_target_met",
+    "strategy_from_spec",
+}
+
+
+def test_all_is_exactly_the_public_surface() -> None:
+    assert set(harness.__all__) == EXPECTED
+    assert len(harness.__all__) == len(EXPECTED)
+    for name in harness.__all__:
+        assert getattr(harness, name) is not None
+
+
+def test_all_is_sorted_like_ruff_wants() -> None:
+    def key(name: str) -> tuple[int, str]:
+        kind = 0 if name.isupper() else 1 if name[0].isupper() else 2
+        return kind, name
+
+    assert harness.__all__ == sorted(harness.__all__, key=key)
+
+
+def test_no_private_module_leaks() -> None:
+    public = {n for n in dir(harness) if not n.startswith("_")}
+    assert public - set(harness.__all__) - {"annotations"} == set()

@@ -1,0 +1,95 @@
+"""The generator: code out of model answers, the model call's parameters, the cache."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from closedloop import ConfigurationError, ModelTimeoutError
+from closedloop.harness import ModelGenerator, extract_code
+from closedloop.models import CallInfo, FunctionModel, Message, ScriptedModel
+
+MSGS = (Message(role="user", content="write f"),)
+
+
+def test_extract_prefers_the_block_defining_the_entry_point() -> None:
+    text = (
+        "Usage:\n```python\nprint(f(1))\n```\nImplementation:\n```python\n"
+        "def f(x):\n    return x\n```\n"
+    )
+    assert extract_code(text, "f") == "def f(x):\n    return x\n"
+    assert extract_code(text, "g") == "def f(x):\n    return x\n"  # the longest block
+
+
+def test_extract_handles_tags_unterminated_fences_and_no_fences() -> None:
+    assert extract_code("```py\nx = 1\n```") == "x = 1\n"
+    assert extract_code("```\nx = 2\n```") == "x = 2\n"
+    assert extract_code("```bash\nls\n```\n```python\nx = 3\n```") == "x = 3\n"
+    assert extract_code("Sure:\n```python\ndef f():\n    return 1") == "def f():\n    return 1\n"
+    assert extract_code("def f():\n    return 1") == "def f():\n    return 1\n"
+    assert extract_code("   ") == ""
+    assert extract_code("class LRUCache:\n    pass", "LRUCache") == "class LRUCache:\n    pass\n"
+
+
+code_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="`\r"), min_size=1
+).filter(lambda s: s.strip() != "")
+
+
+@given(code=code_text, prose=st.text(alphabet="abc .,:!\n"))
+def test_extract_recovers_any_fenced_code(code: str, prose: str) -> None:
+    assert extract_code(f"{prose}\n```python\n{code}\n```\n{prose}") == code.strip() + "\n"
+
+
+async def test_the_generator_passes_messages_and_parameters() -> None:
+    seen: list[CallInfo] = []
+
+    def fn(messages: tuple[Message, ...], call: CallInfo) -> str:
+        seen.append(call)
+        return "```python\ndef f():\n    return 1\n```"
+
+    gen = ModelGenerator(FunctionModel(fn), temperature=0.7, max_tokens=300, timeout=5.0)
+    out = await gen(MSGS, seed=11, entry_point="f")
+    assert out.code == "def f():\n    return 1\n"
+    assert out.completion_tokens > 0 and out.prompt_tokens > 0
+    assert not out.cached
+    call = seen[0]
+    assert (call.temperature, call.max_tokens, call.seed, call.timeout) == (0.7, 300, 11, 5.0)
+    assert call.messages == MSGS
+
+
+async def test_the_cache_serves_exact_repeats_only() -> None:
+    model = ScriptedModel(
+        ["```python\nA = 1\n```", "```python\nA = 2\n```", "```python\nA = 3\n```"]
+    )
+    gen = ModelGenerator(model, temperature=0.7, cache={})
+    first = await gen(MSGS, seed=1, entry_point=None)
+    again = await gen(MSGS, seed=1, entry_point=None)
+    other_seed = await gen(MSGS, seed=2, entry_point=None)
+    assert (first.code, again.code, other_seed.code) == ("A = 1\n", "A = 1\n", "A = 2\n")
+    assert again.cached and again.latency_s == first.latency_s  # the cost of the real call
+    assert (gen.calls, gen.cache_hits, len(model.calls)) == (2, 1, 2)
+
+
+async def test_no_cache_for_unseeded_sampling() -> None:
+    model = ScriptedModel(["```python\nA = 1\n```", "```python\nA = 2\n```"])
+    gen = ModelGenerator(model, temperature=0.7, cache={})
+    a = await gen(MSGS, seed=None, entry_point=None)
+    b = await gen(MSGS, seed=None, entry_point=None)
+    assert (a.code, b.code, gen.cache_hits) == ("A = 1\n", "A = 2\n", 0)
+
+
+async def test_model_errors_propagate() -> None:
+    gen = ModelGenerator(ScriptedModel([ModelTimeoutError("slow")]))
+    with pytest.raises(ModelTimeoutError):
+        await gen(MSGS, seed=0, entry_point=None)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigurationError, match="model"):
+        ModelGenerator("not a model")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="temperature"):
+        ModelGenerator(ScriptedModel([]), temperature=3.0)
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        ModelGenerator(ScriptedModel([]), max_tokens=1)

@@ -1,0 +1,239 @@
+"""What each strategy sends between rounds, the control signal behind it, and its levels."""
+
+from __future__ import annotations
+
+import pytest
+
+from closedloop import ConfigurationError
+from closedloop.control import PID
+from closedloop.harness import (
+    SYSTEM_PROMPT,
+    Check,
+    ModelGenerator,
+    RefinementResult,
+    Refiner,
+    Strategy,
+    Task,
+    auto,
+    blind_retry,
+    interval,
+    pid_feedback,
+    self_refine,
+    stop_after_rounds,
+    strategy_from_spec,
+)
+from closedloop.models import CallInfo, FunctionModel, Message
+
+from .conftest import ScriptedEvaluator, fenced, score_task, script_answers
+
+TASK = score_task(10)
+
+
+async def run(
+    strategy: Strategy, passes: list[int], *, rounds: int | None = None, task: Task = TASK
+) -> tuple[RefinementResult, FunctionModel, ScriptedEvaluator]:
+    model = FunctionModel(script_answers(passes))
+    evaluator = ScriptedEvaluator()
+    refiner = Refiner(
+        ModelGenerator(model),
+        evaluator,
+        strategy,
+        stop=stop_after_rounds(99),
+        max_rounds=rounds or len(passes),
+    )
+    return await refiner.run(task), model, evaluator
+
+
+async def test_blind_retry_sends_the_task_and_nothing_else() -> None:
+    result, model, _ = await run(blind_retry(), [7, 8, 4])
+    assert all(call.messages == model.calls[0].messages for call in model.calls)
+    assert [m.role for m in model.calls[0].messages] == ["system", "user"]
+    assert model.calls[0].messages[0].content == SYSTEM_PROMPT
+    assert all(r.feedback is None and r.control is None for r in result.rounds)
+    assert result.scores == (0.7, 0.8, 0.4)
+
+
+async def test_self_refine_sends_the_last_code_and_its_score_without_specifics() -> None:
+    result, model, _ = await run(self_refine(), [7, 8])
+    messages = model.calls[1].messages
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
+    assert "# passes 7" in messages[2].content
+    text = messages[3].content
+    assert text == result.rounds[1].feedback
+    assert "passes 7 of 10 tests" in text and "improve" in text
+    for specific in ("T8", "got", "expected", "Diagnosis", "u ="):
+        assert specific not in text
+    assert result.rounds[1].control is None
+
+
+async def test_pid_feedback_is_precise_and_light_at_seventy_percent() -> None:
+    result, model, _ = await run(pid_feedback(), [7, 10])
+    r2 = result.rounds[1]
+    # Seed 003: e = 0.3; P = 0.18, I = 0.06; no derivative on the first sample -> 0.24.
+    assert r2.control == pytest.approx(0.24)
+    assert (r2.level, r2.gains) == ("light", (0.6, 0.2, 0.15))
+    text = model.calls[1].messages[-1].content
+    assert text == r2.feedback
+    assert "Control signal u = 0.240 (light intensity)." in text
+    assert "- T8: f() -> got 0, expected 8" in text
+    assert "- T10: f() -> got 0, expected 10" in text
+    assert "Diagnosis:\n- f() returns a wrong result: T8, T9, T10." in text
+    assert "fix only the specific bugs" in text
+    assert "# passes 7" in model.calls[1].messages[2].content
+
+
+@pytest.mark.parametrize(
+    ("passed", "u", "level", "phrase"),
+    [
+        (7, 0.24, "light", "fix only the specific bugs"),
+        (5, 0.40, "medium", "Restructure the faulty parts"),
+        (2, 0.64, "heavy", "different data structure or algorithm"),
+        (0, 0.80, "heavy", "different data structure or algorithm"),
+    ],
+)
+async def test_pid_levels_follow_the_seed_thresholds(
+    passed: int, u: float, level: str, phrase: str
+) -> None:
+    result, model, _ = await run(pid_feedback(), [passed, passed])
+    r2 = result.rounds[1]
+    assert r2.control == pytest.approx(u)
+    assert r2.level == level
+    assert r2.feedback is not None and phrase in r2.feedback
+    messages = model.calls[1].messages
+    if level == "heavy":
+        # A new approach: the old code is not shown; task and failures are.
+        assert [m.role for m in messages] == ["system", "user"]
+        assert messages[1].content == f"{TASK.prompt}\n\n{r2.feedback}"
+        assert "Failed tests:" in messages[1].content
+    else:
+        assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[3].content == r2.feedback
+
+
+async def test_pid_signal_over_rounds_matches_the_control_kernel() -> None:
+    passes = [5, 6, 6, 8]
+    result, _, _ = await run(pid_feedback(gain_reduction=1.0), [*passes, 8])
+    reference = PID(0.6, 0.2, 0.15, setpoint=1.0, output_limits=(0.0, 1.0), derivative_on="error")
+    expected = [reference(p / 10, dt=1.0) for p in passes]
+    assert [r.control for r in result.rounds[1:]] == pytest.approx(expected)
+    # Round 3 by hand: e = 0.4, P = 0.24, I = 0.1 + 0.08, D = 0.15 * (0.4 - 0.5) -> 0.405.
+    assert result.rounds[2].control == pytest.approx(0.405)
+
+
+async def test_aggressive_mode_reduces_the_gains_from_the_start() -> None:
+    result, _, _ = await run(pid_feedback(aggressive=True), [7, 10])
+    r2 = result.rounds[1]
+    assert r2.gains == pytest.approx((0.3, 0.1, 0.075))
+    assert r2.control == pytest.approx(0.12)
+    assert r2.feedback is not None and "Rewrite all related code thoroughly." in r2.feedback
+    assert pid_feedback(aggressive=True).name == "pid_aggressive"
+
+
+async def test_a_regression_reduces_the_gains_down_to_a_floor() -> None:
+    result, _, _ = await run(pid_feedback(), [6, 4, 3, 2, 1])
+    gains = [r.gains for r in result.rounds[1:]]
+    assert gains[0] == pytest.approx((0.6, 0.2, 0.15))  # no regression yet
+    assert gains[1] == pytest.approx((0.3, 0.1, 0.075))  # V rose in round 2
+    assert gains[2] == pytest.approx((0.15, 0.05, 0.0375))  # and again in round 3
+    assert gains[3] == pytest.approx((0.15, 0.05, 0.0375))  # floor: 25 % of the original
+
+
+async def test_interval_evaluates_every_second_round_and_the_last() -> None:
+    result, model, evaluator = await run(interval(2), [4, 6, 8, 9], rounds=4)
+    assert result.scores == (0.4, None, 0.8, 0.9)
+    assert len(evaluator.calls) == 3 and result.evaluator_calls == 3
+    r2, r3 = result.rounds[1], result.rounds[2]
+    assert r2.feedback is not None and "Failed tests:" in r2.feedback
+    text = model.calls[2].messages[-1].content
+    assert text.startswith("Your latest version was not tested this round.")
+    assert r2.feedback in text  # the last feedback again, to keep working on
+    assert "# passes 6" in model.calls[2].messages[2].content  # on the latest code
+    assert (r3.control, r3.level) == (r2.control, r2.level)
+    assert interval(2).name == "pid+interval2"
+    assert interval(3, self_refine()).name == "self_refine+interval3"
+
+
+async def test_auto_picks_self_refine_for_an_easy_first_round() -> None:
+    result, _, _ = await run(auto(), [8, 10])
+    assert result.choice is not None and result.choice.startswith("self_refine")
+    assert result.rounds[1].control is None
+
+
+async def test_auto_picks_pid_for_correlated_bugs() -> None:
+    task = Task(
+        name="related",
+        prompt="Write f().",
+        entry_point="f",
+        checks=tuple(Check(f"T{i}", f"f() == {i}") for i in range(1, 11)),
+        related=(("f", "g() probably has the same bug"),),
+    )
+    result, model, _ = await run(auto(), [5, 10], task=task)
+    assert result.choice is not None and result.choice.startswith("pid_feedback")
+    assert "g() probably has the same bug" in model.calls[1].messages[-1].content
+
+
+def test_strategies_by_name() -> None:
+    assert strategy_from_spec("blind_retry").name == "blind_retry"
+    assert strategy_from_spec("self_refine").name == "self_refine"
+    assert strategy_from_spec("pid").name == "pid"
+    assert strategy_from_spec(" pid+interval2 ").name == "pid+interval2"
+    assert strategy_from_spec("auto").name == "auto"
+    for bad in ("pid+interval0", "pid+twice", "magic"):
+        with pytest.raises(ConfigurationError, match="strategy"):
+            strategy_from_spec(bad)
+
+
+def test_bad_pid_arguments() -> None:
+    with pytest.raises(ConfigurationError, match="kp"):
+        pid_feedback(kp=-1.0)
+    with pytest.raises(ConfigurationError, match="thresholds"):
+        pid_feedback(thresholds=(0.6, 0.3))
+    with pytest.raises(ConfigurationError, match="n"):
+        interval(0)
+
+
+async def test_pid_lists_at_most_max_failures() -> None:
+    def fn(messages: tuple[Message, ...], call: CallInfo) -> str:
+        return fenced("# passes 0\ndef f():\n    return 0\n")
+
+    refiner = Refiner(
+        ModelGenerator(FunctionModel(fn)),
+        ScriptedEvaluator(),
+        pid_feedback(max_failures=3),
+        max_rounds=2,
+    )
+    result = await refiner.run(TASK)
+    text = result.rounds[1].feedback or ""
+    assert text.count("\n- T") == 3 and "- ... and 7 more" in text
+
+
+async def test_pid_lists_a_few_examples_per_failure_pattern() -> None:
+    from closedloop.harness import LRU_CACHE, CheckResult, Evaluation, EvaluationStatus
+
+    checks = tuple(
+        CheckResult(
+            name=c.name,
+            passed=False,
+            call=c.call,
+            error="raised NameError: name 'Node' is not defined (line 5: self.head = Node())",
+        )
+        for c in LRU_CACHE.checks
+    )
+    evaluation = Evaluation(status=EvaluationStatus.FAILED, reason="0 of 10", checks=checks)
+
+    class Fixed:
+        async def __call__(self, task: Task, code: str) -> Evaluation:
+            return evaluation
+
+    model = FunctionModel(lambda messages, call: fenced("class LRUCache:\n    pass\n"))
+    refiner = Refiner(ModelGenerator(model), Fixed(), pid_feedback(), max_rounds=2)
+    result = await refiner.run(LRU_CACHE)
+    text = result.rounds[1].feedback or ""
+    assert [line[:5] for line in text.splitlines() if line.startswith("- T")] == [
+        "- T1:",
+        "- T2:",
+        "- T3:",
+    ]
+    assert "- ... and 7 more like these" in text
+    assert "NameError at line 5 (`self.head = Node()`): T1, T2, T3" in text
+    assert "add the missing import or definition" in text

@@ -42,7 +42,7 @@ pytest: $(STAMP)
 test: setup lint typecheck pytest
 
 demo: $(STAMP) models
-	$(BIN)/closedloop demo control
+	$(BIN)/closedloop demo
 
 bench: setup
 	$(BIN)/python bench/control_overhead.py

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from .._exceptions import ClosedLoopError
+from ._bench import app as bench_app
 from ._demo import app as demo_app
 from ._keys import app as keys_app
 from ._models import app as models_app
@@ -25,6 +26,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(bench_app, name="bench")
 app.add_typer(demo_app, name="demo")
 app.add_typer(keys_app, name="keys")
 app.add_typer(models_app, name="models")

@@ -57,7 +57,7 @@ class DemoConfig:
     step_slack: int = 1
     latency_scale: float = 1.0
     concurrency: int = 8
-    tool_timeout_s: float | None = None
+    tool_timeout_s: float | None = 10.0
     closed_loop: str = "auto"
     cache: bool | str = True
 

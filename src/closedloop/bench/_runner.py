@@ -60,7 +60,9 @@ class FaultsConfig:
     is how many steps beyond the ideal count every strategy may take. ``concurrency``
     bounds the episodes in flight: one event loop serves them all, and a saturated loop
     would add its own queueing to every latency measured. ``tool_timeout_s`` fixes every
-    HTTP call's timeout (None: the tools' own, from their latency tracker's p95).
+    HTTP call's timeout, the same for every strategy (None: the tools' adaptive timeout,
+    twice their latency tracker's p95, which a busy benchmark machine turns into spurious
+    timeouts on a fast world).
     ``closed_loop`` picks the closed loop's planner: ``react`` (the model proposes every
     step), ``reference`` (the domain's reference agent: rules, the model past a gate) or
     ``auto`` (reference for real models, react for the test model).
@@ -80,7 +82,7 @@ class FaultsConfig:
     backoff_s: float = 0.5
     step_slack: int = 3
     max_tokens: int = 384
-    tool_timeout_s: float | None = None
+    tool_timeout_s: float | None = 10.0
     closed_loop: str = "auto"
     cache: bool | str = True
     quick: bool = False

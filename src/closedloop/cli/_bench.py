@@ -116,9 +116,9 @@ def faults(
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
     attempts: Annotated[int, typer.Option(help="Retry budget per call, for everyone.")] = 3,
     tool_timeout: Annotated[
-        float | None,
-        typer.Option(help="Fixed timeout of every HTTP call, s (default: adaptive, from p95)."),
-    ] = None,
+        float,
+        typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout."),
+    ] = 10.0,
     closed_loop: Annotated[
         str,
         typer.Option(
@@ -145,7 +145,7 @@ def faults(
         "latency_scale": latency_scale,
         "concurrency": concurrency,
         "attempts": attempts,
-        "tool_timeout_s": tool_timeout,
+        "tool_timeout_s": tool_timeout or None,
         "closed_loop": closed_loop,
         "cache": not no_cache,
         "out": out,

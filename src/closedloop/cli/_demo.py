@@ -35,7 +35,7 @@ OutOption = Annotated[Path, typer.Option(help="Folder under which the run folder
 ConcurrencyOption = Annotated[int, typer.Option(help="Episodes in flight at once.")]
 LatencyOption = Annotated[float, typer.Option(help="Multiplies the world's injected latency.")]
 TimeoutOption = Annotated[
-    float | None, typer.Option(help="Fixed timeout of every HTTP call, s (default: adaptive).")
+    float, typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout.")
 ]
 
 
@@ -46,7 +46,7 @@ def _agents(
     out: Path,
     concurrency: int,
     latency_scale: float,
-    tool_timeout: float | None,
+    tool_timeout: float,
 ) -> None:
     from ..bench import DemoConfig, render_demo, run_demo_sync
 
@@ -57,7 +57,7 @@ def _agents(
         out=out,
         concurrency=concurrency,
         latency_scale=latency_scale,
-        tool_timeout_s=tool_timeout,
+        tool_timeout_s=tool_timeout or None,
     )
     _out.print(
         f"closedloop demo: world profile {profile}, model {model}, {tasks} tasks "
@@ -76,7 +76,7 @@ def demo(
     out: OutOption = Path("runs"),
     concurrency: ConcurrencyOption = 8,
     latency_scale: LatencyOption = 1.0,
-    tool_timeout: TimeoutOption = None,
+    tool_timeout: TimeoutOption = 10.0,
 ) -> None:
     """The agent demo: open loop vs closed loop on the faulted world (seed000)."""
     if ctx.invoked_subcommand is None:
@@ -91,7 +91,7 @@ def agents(
     out: OutOption = Path("runs"),
     concurrency: ConcurrencyOption = 8,
     latency_scale: LatencyOption = 1.0,
-    tool_timeout: TimeoutOption = None,
+    tool_timeout: TimeoutOption = 10.0,
 ) -> None:
     """The agent demo (the same as ``closedloop demo`` with no subcommand)."""
     _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout)

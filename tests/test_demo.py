@@ -15,7 +15,7 @@ from closedloop.cli import main
 FAST = ["--model", "test:oracle", "--latency-scale", "0", "--tool-timeout", "30"]
 
 
-@pytest.mark.parametrize("command", [["demo"], ["demo", "agents"]])
+@pytest.mark.parametrize("command", [["demo"], ["demo", "agents", "--no-cache"]])
 def test_the_agent_demo_compares_open_and_closed_loop_and_writes_its_files(
     command: list[str],
     tmp_path: Path,

@@ -155,13 +155,15 @@ def fault_seed(seed: int, profile: str, task_id: str, repetition: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "big") >> 1
 
 
-def _interleaved(tasks: Sequence[Task]) -> list[Task]:
-    """Tasks by id within each domain, the domains taking turns (a few episodes per cell
-    then cover the domains instead of the first one alphabetically)."""
+def _interleaved(tasks: Sequence[Task], start: int = 0) -> list[Task]:
+    """Tasks by id within each domain, the domains taking turns from the ``start``-th (a
+    few episodes per cell then cover the domains instead of the first alphabetically)."""
     by_domain: dict[str, list[Task]] = {}
     for task in sorted(tasks, key=lambda t: t.id):
         by_domain.setdefault(task.domain, []).append(task)
-    queues = [by_domain[d] for d in sorted(by_domain)]
+    names = sorted(by_domain)
+    turn = start % len(names) if names else 0
+    queues = [by_domain[d] for d in names[turn:] + names[:turn]]
     out: list[Task] = []
     for rank in range(max((len(q) for q in queues), default=0)):
         out.extend(q[rank] for q in queues if rank < len(q))
@@ -172,8 +174,10 @@ def plan_jobs(config: FaultsConfig, tasks: Sequence[Task]) -> list[EpisodeJob]:
     """Every job of a run, episode by episode (all strategies of an episode together)."""
     jobs: list[EpisodeJob] = []
     for profile in config.profiles:
-        for steps in config.steps:
-            pool = _interleaved([t for t in tasks if t.expected_steps == steps])
+        for turn, steps in enumerate(config.steps):
+            # Each step count starts with another domain, so one episode per cell still
+            # samples every domain across the curve.
+            pool = _interleaved([t for t in tasks if t.expected_steps == steps], start=turn)
             if not pool:
                 continue
             count = len(pool) if config.episodes is None else config.episodes

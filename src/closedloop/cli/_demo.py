@@ -34,6 +34,9 @@ ProfileOption = Annotated[str, typer.Option(help="World fault profile (name or f
 OutOption = Annotated[Path, typer.Option(help="Folder under which the run folder is made.")]
 ConcurrencyOption = Annotated[int, typer.Option(help="Episodes in flight at once.")]
 LatencyOption = Annotated[float, typer.Option(help="Multiplies the world's injected latency.")]
+NoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Do not use the completion cache (a cold run).")
+]
 TimeoutOption = Annotated[
     float, typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout.")
 ]
@@ -47,6 +50,7 @@ def _agents(
     concurrency: int,
     latency_scale: float,
     tool_timeout: float,
+    no_cache: bool,
 ) -> None:
     from ..bench import DemoConfig, render_demo, run_demo_sync
 
@@ -58,6 +62,7 @@ def _agents(
         concurrency=concurrency,
         latency_scale=latency_scale,
         tool_timeout_s=tool_timeout or None,
+        cache=not no_cache,
     )
     _out.print(
         f"closedloop demo: world profile {profile}, model {model}, {tasks} tasks "
@@ -77,10 +82,11 @@ def demo(
     concurrency: ConcurrencyOption = 8,
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """The agent demo: open loop vs closed loop on the faulted world (seed000)."""
     if ctx.invoked_subcommand is None:
-        _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout)
+        _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache)
 
 
 @app.command("agents")
@@ -92,9 +98,10 @@ def agents(
     concurrency: ConcurrencyOption = 8,
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
+    no_cache: NoCacheOption = False,
 ) -> None:
-    """The agent demo (the same as ``closedloop demo`` with no subcommand)."""
-    _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout)
+    """The agent demo (the same as closedloop demo with no subcommand)."""
+    _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache)
 
 
 def _fmt(value: float | None, spec: str) -> str:

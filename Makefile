@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,models,local,server,langgraph,bench,otel
+EXTRAS ?= dev,models,local,server,langgraph,bench,otel,redis,ray
 
 .PHONY: all setup system-deps test lint typecheck pytest demo bench models clean
 
@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: system-deps $(STAMP) models
 
-# Debian packages the tests drive for real (headless chromium for the dashboard test).
+# Debian packages the tests drive for real (headless chromium for the dashboard test,
+# redis-server for the shared store).
 system-deps:
 	bash scripts/install_system_deps.sh
 

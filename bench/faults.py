@@ -4,6 +4,8 @@
     .venv/bin/python bench/faults.py --profiles seed000,harsh
     .venv/bin/python bench/faults.py --quick --model local:qwen2.5-coder-0.5b
     .venv/bin/python bench/faults.py --model openai-compatible:http://127.0.0.1:8080/v1#name
+    .venv/bin/python bench/faults.py --quick --executor ray            # a local Ray
+    .venv/bin/python bench/faults.py --executor ray --ray-address auto # a running cluster
 
 The same as ``closedloop bench faults`` (every option is the command's); the logic lives in
 ``closedloop.bench``. Writes ``report.json`` and ``curves.png`` under ``--out``.

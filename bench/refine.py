@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 
 from closedloop import ClosedLoopError
-from closedloop.harness import BenchConfig, BenchReport, render_report, run_refine_bench
+from closedloop.cli._bench import refine_on
+from closedloop.harness import BenchConfig, BenchReport, render_report
 
 
 def parse_args(argv: list[str] | None) -> BenchConfig:
@@ -33,7 +34,25 @@ def parse_args(argv: list[str] | None) -> BenchConfig:
     parser.add_argument("--max-tokens", type=int, default=768)
     parser.add_argument("--no-loopgain", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-refine"))
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="SQLite file keeping generations between runs"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: every core)"
+    )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        help="K/N: only every N-th task from the K-th (processes sharing --cache split a run)",
+    )
+    _executor_options(parser)
     args = parser.parse_args(argv)
+    shard = None
+    if args.shard is not None:
+        k, _, n = args.shard.partition("/")
+        if not (k.isdigit() and n.isdigit()):
+            parser.error(f"--shard must look like 1/2, not {args.shard!r}")
+        shard = (int(k), int(n))
     return BenchConfig(
         tasks=args.tasks,
         limit=args.limit,
@@ -45,19 +64,38 @@ def parse_args(argv: list[str] | None) -> BenchConfig:
         max_tokens=args.max_tokens,
         loopgain=not args.no_loopgain,
         out=args.out,
+        cache_path=args.cache,
+        threads=args.threads,
+        shard=shard,
     )
 
 
-def run(config: BenchConfig) -> BenchReport:
-    """Library entry: run the bench for ``config`` and return the report."""
-    err = Console(stderr=True)
-    return asyncio.run(run_refine_bench(config, progress=lambda m: err.print(m, highlight=False)))
+def _executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--executor", choices=("asyncio", "ray"), default="asyncio")
+    parser.add_argument("--ray-address", default=None, help="a Ray cluster (default: local Ray)")
+
+
+def parse_executor(argv: list[str] | None) -> tuple[str, str | None]:
+    """``--executor`` and ``--ray-address`` (the rest is :func:`parse_args`'s)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    _executor_options(parser)
+    args, _rest = parser.parse_known_args(argv)
+    if args.ray_address is not None and args.executor != "ray":
+        parser.error("--ray-address needs --executor ray")
+    return args.executor, args.ray_address
+
+
+def run(
+    config: BenchConfig, executor: str = "asyncio", ray_address: str | None = None
+) -> BenchReport:
+    """Library entry: run the bench for ``config`` (here, or on Ray) and return the report."""
+    return asyncio.run(refine_on(config, executor, ray_address))
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         config = parse_args(argv)
-        report = run(config)
+        report = run(config, *parse_executor(argv))
     except ClosedLoopError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

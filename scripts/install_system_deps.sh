@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # System packages the test suite needs: Debian's chromium and its matching chromedriver
-# (the dashboard's real-browser test drives them; no browser is ever downloaded by a tool).
+# (the dashboard's real-browser test drives them; no browser is ever downloaded by a tool) and
+# redis-server (the Redis store's tests start their own server on a free loopback port).
 # Idempotent and quiet when everything is already installed; needs root (or sudo) otherwise.
 set -euo pipefail
 
-packages=(chromium chromium-driver)
+packages=(chromium chromium-driver redis-server)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

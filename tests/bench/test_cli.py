@@ -61,3 +61,4 @@ def test_overhead_command_writes_its_report(tmp_path: Path) -> None:
     assert code == 0
     report = json.loads((out / "overhead.json").read_text())
     assert [r["loop"] for r in report["rows"]][:2] == ["plain while loop", "LangGraph StateGraph"]
+    assert all(r["cpu_us"] is not None and r["cpu_us"] > 0 for r in report["rows"])

@@ -12,13 +12,13 @@ EXPECTED = {
     "DemoConfig", "DemoReport", "Episode", "EpisodeExecutor", "EpisodeJob", "EpisodeMeter",
     "EpisodeResult", "EpisodeRunner", "FaultTable", "FaultsConfig", "FaultsReport",
     "IdealReference", "Limits", "ModelSource", "OracleVerdict", "Outcome", "OverheadReport",
-    "OverheadRow", "Rate", "SerialModel", "Strategy", "TargetCheck", "WorldFarm", "WorldLease",
-    "cache_key", "check_claims", "check_targets", "default_cache_path", "fault_summary",
-    "faults_from_log", "get_strategy", "model_source", "oracle_model", "oracle_verdict",
-    "percentile", "pick_demo_tasks", "plan_jobs", "planner_faults", "plot_curves", "rate",
-    "render_demo", "render_faults", "render_overhead", "run_agent_demo", "run_demo_sync",
-    "run_faults_bench", "run_overhead_bench", "summarise_cells", "wilson_interval",
-    "write_json",
+    "OverheadRow", "Rate", "RayExecutor", "SerialModel", "Strategy", "TargetCheck", "WorldFarm",
+    "WorldLease", "cache_key", "check_claims", "check_targets", "default_cache_path",
+    "fault_summary", "faults_from_log", "get_strategy", "model_source", "oracle_model",
+    "oracle_verdict", "percentile", "pick_demo_tasks", "plan_jobs", "planner_faults",
+    "plot_curves", "rate", "render_demo", "render_faults", "render_overhead", "run_agent_demo",
+    "run_demo_sync", "run_faults_bench", "run_overhead_bench", "summarise_cells",
+    "wilson_interval", "write_json",
 }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from closedloop.bench import (
     REPORT_SCHEMA_VERSION,
+    STRATEGY_NAMES,
     EpisodeResult,
     FaultsReport,
     check_claims,
@@ -45,7 +46,7 @@ async def test_the_json_report_has_the_documented_shape(tmp_path: Path, sleep: F
         mode="json"
     )
     overall = [c for c in data["cells"] if c["steps"] == 0]
-    assert len(overall) == 5 and all(c["episodes"] == 4 for c in overall)
+    assert len(overall) == len(STRATEGY_NAMES) and all(c["episodes"] == 4 for c in overall)
     assert all(0.0 <= c["ci_low"] <= c["success"] <= c["ci_high"] <= 1.0 for c in data["cells"])
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -30,6 +30,7 @@ EXPECTED = {
     "OpenCircuit",
     "RateLimited",
     "Record",
+    "RedisStore",
     "SQLiteStore",
     "SchemaDrift",
     "ServerError",

@@ -1,10 +1,12 @@
-"""The StateStore contract, run against MemoryStore and SQLiteStore alike."""
+"""The StateStore contract, run against MemoryStore, SQLiteStore and RedisStore alike."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +18,45 @@ from closedloop import (
     StateSerializationError,
     StoreUnavailableError,
 )
-from closedloop.feedback import Snapshot, StateStore, SyncStore
+from closedloop.feedback import (
+    MemoryStore,
+    RedisStore,
+    Snapshot,
+    SQLiteStore,
+    StateStore,
+    SyncStore,
+)
 from closedloop.feedback._store import BaseStore
 
 from .conftest import FakeClock, StoreFactory
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """The backends this contract holds for; Redis ones share one flushed real server."""
+
+    def make(**kwargs: Any) -> BaseStore:
+        if request.param == "memory":
+            return MemoryStore(**kwargs)
+        if request.param == "sqlite":
+            return SQLiteStore(tmp_path / "state.db", **kwargs)
+        return RedisStore(redis_url, **kwargs)
+
+    # Only the Redis runs need (and start) the shared server.
+    redis_url: str = request.getfixturevalue("redis_url") if request.param == "redis" else ""
+    return make
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory, clock: FakeClock) -> AsyncIterator[BaseStore]:
+    s = make_store(clock=clock)
+    if isinstance(s, RedisStore):
+        # Open a few pooled connections first: a cold pool's connect handshake would
+        # reorder the concurrent calls that the interleaving tests below set up.
+        await asyncio.gather(*(s.ping() for _ in range(4)))
+    yield s
+    await s.close()
+
 
 # --- sessions: create, get, put, versions ------------------------------------------------
 

@@ -39,7 +39,7 @@ GOOD = {"spiral_order": solutions.SPIRAL, "LRUCache": solutions.LRU}
 
 def answer(messages: tuple[Message, ...], call: CallInfo) -> str:
     key = next(k for k in GOOD if k in messages[1].content)
-    precise = len(messages) > 2 and "Failed tests:" in messages[-1].content
+    precise = len(messages) > 2 and "Failing tests:" in messages[-1].content
     return fenced(GOOD[key] if precise else BAD[key])
 
 
@@ -140,6 +140,11 @@ def test_bench_config_is_checked_before_any_model_call() -> None:
         BenchConfig(rounds=0)
     with pytest.raises(ConfigurationError, match="tasks"):
         BenchConfig(tasks="everything")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="threads"):
+        BenchConfig(threads=0)
+    for bad in ((0, 2), (3, 2)):
+        with pytest.raises(ConfigurationError, match="shard"):
+            BenchConfig(shard=bad)
 
 
 def _script() -> ModuleType:
@@ -165,6 +170,12 @@ def test_bench_script_parses_the_cli_options() -> None:
             "--temperature",
             "0",
             "--no-loopgain",
+            "--cache",
+            "/tmp/gens.sqlite",
+            "--threads",
+            "1",
+            "--shard",
+            "2/3",
         ]
     )
     assert (config.tasks, config.limit, config.strategies) == (
@@ -173,6 +184,11 @@ def test_bench_script_parses_the_cli_options() -> None:
         ("pid", "self_refine"),
     )
     assert (config.rounds, config.temperature, config.loopgain) == (3, 0.0, False)
+    assert (config.cache_path, config.threads) == (Path("/tmp/gens.sqlite"), 1)
+    assert config.shard == (2, 3)
+    with pytest.raises(SystemExit):
+        script.parse_args(["--shard", "two"])
+    assert script.parse_args([]).cache_path is None
     assert script.main(["--strategies", "magic"]) == 2
     assert script.main(["--model", "no-such-spec"]) == 2
 
@@ -186,3 +202,53 @@ def test_cli_sub_app_has_the_refine_command() -> None:
         assert option in result.output
     bad = CliRunner().invoke(app, ["refine", "--tasks", "everything"])
     assert isinstance(bad.exception, ConfigurationError)
+
+
+def test_cli_refine_passes_cache_and_threads_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from closedloop.cli import _bench as cli_bench
+
+    seen: list[BenchConfig] = []
+
+    async def fake(config: BenchConfig, **kwargs: Any) -> None:
+        seen.append(config)
+        raise ConfigurationError("model", config.model, "not run in this test")
+
+    monkeypatch.setattr(cli_bench, "run_refine_bench", fake)
+    cache = tmp_path / "gens.sqlite"
+    args = ["refine", "--tasks", "humaneval", "--cache", str(cache), "--threads", "1"]
+    result = CliRunner().invoke(cli_bench.app, [*args, "--shard", "1/4"])
+    assert isinstance(result.exception, ConfigurationError)
+    assert [(c.tasks, c.cache_path, c.threads, c.shard) for c in seen] == [
+        ("humaneval", cache, 1, (1, 4))
+    ]
+    CliRunner().invoke(cli_bench.app, ["refine"])
+    assert (seen[-1].cache_path, seen[-1].threads, seen[-1].shard) == (None, None, None)
+    bad = CliRunner().invoke(cli_bench.app, ["refine", "--shard", "half"])
+    assert isinstance(bad.exception, ConfigurationError) and len(seen) == 2
+
+
+@pytest.mark.integration
+async def test_shards_on_one_cache_add_up_to_the_whole_run(tmp_path: Path) -> None:
+    cache = tmp_path / "gens.sqlite"
+    options: dict[str, Any] = {
+        "rounds": 2,
+        "strategies": ("pid",),
+        "loopgain": False,
+        "cache_path": cache,
+    }
+    tasks = [SPIRAL_MATRIX, LRU_CACHE]
+    calls = 0
+    for k in (1, 2):
+        model = FunctionModel(answer)
+        report = await run_refine_bench(
+            BenchConfig(shard=(k, 2), **options), model=model, tasks=tasks
+        )
+        assert report.tasks == [tasks[k - 1].name]
+        calls += len(model.calls)
+    model = FunctionModel(answer)
+    whole = await run_refine_bench(BenchConfig(**options), model=model, tasks=tasks)
+    assert whole.tasks == [t.name for t in tasks]
+    assert model.calls == [] and calls > 0  # every generation came from the shards
+    assert whole.summary("pid")["solved"] == 2

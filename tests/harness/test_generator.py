@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from closedloop import ConfigurationError, ModelTimeoutError
 from closedloop.harness import ModelGenerator, extract_code
+from closedloop.harness._generator import tidy_code
 from closedloop.models import CallInfo, FunctionModel, Message, ScriptedModel
 
 MSGS = (Message(role="user", content="write f"),)
@@ -93,3 +94,35 @@ def test_bad_arguments() -> None:
         ModelGenerator(ScriptedModel([]), temperature=3.0)
     with pytest.raises(ConfigurationError, match="max_tokens"):
         ModelGenerator(ScriptedModel([]), max_tokens=1)
+
+
+def test_demo_statements_and_a_cut_off_tail_are_dropped() -> None:
+    answer = (
+        "```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\n# Try it\n"
+        "print(f(1.5))  # 1\nassert f(2.0) == 2\nf(3)\nLIMIT = 3\n"
+        'if __name__ == "__main__":\n    print(f(4.2))\nprint(f("never closed\n'
+    )
+    assert extract_code(answer, "f") == (
+        "import math\n\ndef f(x):\n    return math.floor(x)\n\n# Try it\nLIMIT = 3\n"
+    )
+
+
+def test_tidy_keeps_code_that_defines_nothing_or_not_the_entry_point() -> None:
+    # Prose or a lone statement fails honestly instead of being trimmed to nothing.
+    assert tidy_code("print(1)\n") == "print(1)\n"
+    assert tidy_code("x = (\n") == "x = (\n"
+    assert (
+        tidy_code("def g():\n    return 1\nprint(g(\n", "f") == "def g():\n    return 1\nprint(g(\n"
+    )
+    # Calls of other things (a setup call) stay; only demos of the answer's own code go.
+    code = "import sys\nsys.setrecursionlimit(5000)\ndef f():\n    return 1\n"
+    assert tidy_code(code, "f") == code
+
+
+@given(
+    body=st.integers(min_value=-1000, max_value=1000), cut=st.integers(min_value=0, max_value=30)
+)
+def test_a_tail_cut_anywhere_in_a_demo_still_leaves_the_function(body: int, cut: int) -> None:
+    demo = f"print(f({body}), 'check')\n"
+    code = f"def f(x):\n    return x + {body}\n{demo[: len(demo) - cut]}"
+    assert tidy_code(code, "f") == f"def f(x):\n    return x + {body}\n"

@@ -41,7 +41,7 @@ async def test_pid_refinement_with_the_local_model() -> None:
         assert result.best_score == max(scores) and not result.returned_regressed
         if len(result.rounds) == 2:
             second = result.rounds[1]
-            assert second.feedback is not None and "Control signal u =" in second.feedback
+            assert second.feedback is not None and second.control is not None
             assert second.level in ("light", "medium", "heavy")
             # Whatever went wrong in round 1 is named in the feedback.
             first = result.rounds[0].evaluation

@@ -24,13 +24,26 @@ from ._control import (
     edit_distance_metric,
     rigour_instruction,
 )
+from ._coordinator import Coordinator, Decision, SubAgentReport
 from ._inflight import Budget
 from ._iterate import AgentRun
 from ._modes import MODES
 from ._otel import OtelSink
+from ._plain import PlainLine, PlainView, plain_view, render_plain, risk_label
 from ._plot import ControlSeries, control_series, plot_run
+from ._prewarm import (
+    Fingerprint,
+    FingerprintCache,
+    Prewarm,
+    prewarm,
+    query_features,
+    query_key,
+    seed_history,
+    trace_with_notes,
+)
 from ._projection import ProjectionOptions
 from ._protocols import SuccessMemory, agree, intersect
+from ._reads import ReadRetry, is_transient
 from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._repeats import VOLATILE_KEYS, action_signature, looks_volatile, normalise_arguments
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer
@@ -80,7 +93,11 @@ __all__ = [
     "ControlConfig",
     "ControlSeries",
     "ControllerBank",
+    "Coordinator",
+    "Decision",
     "ErrorMetric",
+    "Fingerprint",
+    "FingerprintCache",
     "HaltReason",
     "JsonlTrace",
     "LoopState",
@@ -89,9 +106,13 @@ __all__ = [
     "MultiSink",
     "OtelSink",
     "PendingAction",
+    "PlainLine",
+    "PlainView",
     "PlanStep",
+    "Prewarm",
     "ProjectionOptions",
     "Proposal",
+    "ReadRetry",
     "RequiredField",
     "ReviewRequest",
     "ReviewVerdict",
@@ -103,6 +124,7 @@ __all__ = [
     "StopAny",
     "StopPolicy",
     "StopWhen",
+    "SubAgentReport",
     "SuccessMemory",
     "Task",
     "TaskControl",
@@ -121,18 +143,26 @@ __all__ = [
     "edit_distance_metric",
     "inline_refs",
     "intersect",
+    "is_transient",
     "looks_volatile",
     "normalise_arguments",
+    "plain_view",
     "plan_schema",
     "plot_run",
+    "prewarm",
+    "query_features",
+    "query_key",
     "read_trace",
+    "render_plain",
     "requires_nonempty",
     "resolve_run",
     "rigour_instruction",
+    "risk_label",
     "run_agent",
     "run_agent_async",
     "run_dir",
     "runs_root",
+    "seed_history",
     "stop_after_delay",
     "stop_after_steps",
     "stop_never",
@@ -143,6 +173,7 @@ __all__ = [
     "to_observation",
     "tool",
     "tools_by_name",
+    "trace_with_notes",
 ]
 
 # Public names show as closedloop.agent.X in reprs and docs (httpx does the same).

@@ -2,7 +2,8 @@
 
 ``await agent.run(task)`` runs a task to a named halt; ``agent.iter(task)`` yields one
 typed ``StepRecord`` per step; ``await agent.resume(handover_id)`` continues a task a
-human has decided on. The ``_sync`` twins run their own event loop for scripts.
+human has decided on; ``await agent.recover(task_id)`` continues a task whose process
+died. The ``_sync`` twins run their own event loop for scripts.
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from typing import Any, Literal
 from .._exceptions import AgentError, ConfigurationError
 from .._validation import require_int_at_least, require_positive
 from ..feedback import HandoverStatus, MemoryStore, StateStore
+from ..feedback._store import BaseStore
 from ..models import Model, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
+from ._deferred import DeferredRecords
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
 from ._loop import LoopSettings, Run
 from ._modes import MODES
+from ._prewarm import trace_with_notes
 from ._projection import ProjectionOptions
+from ._reads import ReadRetry
 from ._records import HaltReason, RunResult, StepRecord
+from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
 from ._review import ModelReviewer, Reviewer, code_reviewer
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
@@ -78,7 +84,9 @@ class Agent:
     ``stop_on_no_progress(no_progress) | stop_on_repeats(max_repeats)``). ``store`` keeps
     task state, the controllers' history and the handover queue (default: one
     ``MemoryStore`` per agent). ``control`` holds every gain and threshold.
-    ``clock``/``wall_clock``/``sleep`` are injectable so tests never wait.
+    ``clock``/``wall_clock``/``sleep`` are injectable so tests never wait. ``read_retry``
+    (a :class:`ReadRetry`) says how the loop asks a read again when it answers with a
+    passing fault (5xx, timeout, 429) or a doubtful empty result.
     """
 
     def __init__(
@@ -116,6 +124,7 @@ class Agent:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        read_retry: ReadRetry | None = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError("mode", mode, f"must be one of {', '.join(MODES)}")
@@ -173,8 +182,18 @@ class Agent:
             clock=clock,
             wall_clock=wall_clock,
             sleep=sleep,
+            read_retry=ReadRetry() if read_retry is None else read_retry,
         )
-        self._bank = ControllerBank(self.settings.control, self.store)
+        # The PID history and the success memory are hints: they ride along with each
+        # step's state save rather than costing a durable commit each (see _deferred.py).
+        # Only where a commit costs something: a store whose class writes a save and its
+        # records in one transaction (``put_with_records``); in memory it would only add work.
+        bank_store: StateStore = self.store
+        together = getattr(type(self.store), "put_with_records", None)
+        if together is not None and together is not BaseStore.put_with_records:
+            names = (self.settings.control.namespace, "successes")
+            bank_store = DeferredRecords(self.store, names)
+        self._bank = ControllerBank(self.settings.control, bank_store)
 
     def __repr__(self) -> str:
         return (
@@ -185,6 +204,13 @@ class Agent:
     # --- set-up ---------------------------------------------------------------------------
 
     def _sink(self, run_id: str, trace: Any) -> tuple[TraceSink, str | None]:
+        sink, path = self._chosen_sink(run_id, trace)
+        warning = self.settings.control.gain_warning
+        # A gain table that was missing, stale or out of range fell back to the fixed gains:
+        # the trace says so, or nobody would know the table did not apply.
+        return (sink if warning is None else trace_with_notes(sink, [warning])), path
+
+    def _chosen_sink(self, run_id: str, trace: Any) -> tuple[TraceSink, str | None]:
         chosen = self.trace if trace is None else trace
         if chosen is False:
             return _NullSink(), None
@@ -319,6 +345,36 @@ class Agent:
                 pass
         return _finished(run)
 
+    async def recover(
+        self,
+        task_id: str,
+        *,
+        task: str | Task | None = None,
+        budget: Budget | int | dict[str, Any] | None = None,
+        cancel: Any = None,
+        trace: Any = None,
+    ) -> RunResult:
+        """Continue a task whose process died mid-run, from its state in the store.
+
+        ``task_id`` is the task's session id (its task id unless a ``session_id`` was
+        given). Pending effects are reconciled first; the step the task was in is then
+        redone, and a committed effect is replayed from the ledger, never run again. The
+        first step record after the recovery says so in its notes. See ``_recover.py``.
+        """
+        run = await recover_run(
+            self.settings,
+            self.store,
+            self._bank,
+            task_id,
+            task=None if task is None else self._task(task),
+            sink_for=lambda run_id: self._sink(run_id, trace),
+            budget=Budget.of(budget),
+            cancel=cancel,
+        )
+        async for _ in drive(run):
+            pass
+        return _finished(run)
+
     async def _resume_run(
         self, handover_id: str, task: str | Task | None, budget: Any, cancel: Any, trace: Any
     ) -> Run:
@@ -353,6 +409,10 @@ class Agent:
     def run_sync(self, task: str | Task, **options: Any) -> RunResult:
         """:meth:`run` for code without an event loop."""
         return _run_sync(self.run(task, **options))
+
+    def recover_sync(self, task_id: str, **options: Any) -> RunResult:
+        """:meth:`recover` for code without an event loop."""
+        return _run_sync(self.recover(task_id, **options))
 
     def resume_sync(self, handover_id: str, **options: Any) -> RunResult:
         """:meth:`resume` for code without an event loop."""

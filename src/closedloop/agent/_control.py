@@ -10,8 +10,11 @@ protocol, and two ``LyapunovMonitor``s watch task quality across steps and acros
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
@@ -25,12 +28,16 @@ from ..control import (
     ActuatorSchedule,
     ActuatorSettings,
     FeedbackIntensity,
+    GainPredictor,
+    Gains,
+    GainTable,
     LyapunovMonitor,
     LyapunovVerdict,
     Protocol,
     ProtocolSelector,
     RegressionESO,
     Strictness,
+    choose_gains,
     schedule_linear,
     schedule_max_retries,
     schedule_retry_delay_ms,
@@ -115,6 +122,16 @@ class ControlConfig:
     [0, 1]; a task's ``complexity`` overrides it). Protocols: ``protocol_thresholds`` and
     ``hysteresis``; ``protocols=False`` keeps the loop at ``normal``. Lyapunov:
     ``lyapunov_patience`` consecutive increases of V end a run across replans.
+
+    Adaptive gains (seed 000 §6): ``gains`` is a :class:`~closedloop.control.GainTable`, a
+    :class:`~closedloop.control.GainPredictor` or the path of one's JSON; the table answers
+    by ``gain_key`` (the domain), the predictor by ``gain_features``. The chosen row
+    replaces ``kp``/``ki``/``kd``/``eso_window``/``eso_min_samples``; the given values stay
+    in ``fixed_gains`` as the fallback when the source is missing, unreadable, out of range
+    or older than ``gain_max_age_s`` (at ``gain_clock()``). ``gain_source`` says which
+    row ran and ``gain_warning`` why not the table (the trace carries it, see
+    ``closedloop.agent.trace_with_notes``). ``prior_f_est`` is a pre-warmed disturbance
+    estimate that holds until the ESO has its own (``closedloop.agent.prewarm``).
     """
 
     kp: float = 0.8
@@ -136,6 +153,15 @@ class ControlConfig:
     lyapunov_patience: int = 3
     quality_smoothing: float = 0.5
     rigour_prompt: bool = True
+    gains: GainTable | GainPredictor | str | os.PathLike[str] | None = None
+    gain_key: str | None = None
+    gain_features: tuple[float, ...] | None = None
+    gain_max_age_s: float | None = None
+    gain_clock: Callable[[], float] = time.time
+    fixed_gains: Gains | None = None
+    prior_f_est: float | None = None
+    gain_source: str = field(init=False, default="fixed")
+    gain_warning: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         for name in ("kp", "ki", "kd"):
@@ -153,6 +179,39 @@ class ControlConfig:
             raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
         ProtocolSelector(self.protocol_thresholds, self.hysteresis)  # validates both
         object.__setattr__(self, "metrics", dict(self.metrics))
+        if self.prior_f_est is not None:
+            require_unit_interval("prior_f_est", self.prior_f_est)
+        if self.gain_max_age_s is not None:
+            require_non_negative("gain_max_age_s", self.gain_max_age_s)
+        if self.gains is not None:
+            self._adapt()
+
+    def _adapt(self) -> None:
+        fixed = self.fixed_gains
+        if fixed is None:
+            fixed = Gains(
+                kp=self.kp,
+                ki=self.ki,
+                kd=self.kd,
+                eso_window=self.eso_window,
+                eso_min_samples=self.eso_min_samples,
+            )
+            object.__setattr__(self, "fixed_gains", fixed)
+        source, warning = self.gains, None
+        if isinstance(source, str | os.PathLike):
+            source, warning = _read_gains(Path(source))
+        choice = choose_gains(
+            source if isinstance(source, GainTable | GainPredictor) else None,
+            fixed,
+            key=self.gain_key,
+            features=self.gain_features,
+            now=self.gain_clock(),
+            max_age_s=self.gain_max_age_s,
+        )
+        for name, value in choice.gains.as_dict().items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "gain_source", choice.source)
+        object.__setattr__(self, "gain_warning", warning or choice.warning)
 
     def metric_for(self, step_type: str) -> ErrorMetric:
         return self.metrics.get(step_type, self.default_metric)
@@ -169,6 +228,20 @@ class ControlConfig:
             anti_windup=self.anti_windup,
             time_fn=lambda: 0.0,
         )
+
+
+def _read_gains(path: Path) -> tuple[GainTable | GainPredictor | None, str | None]:
+    """A gain table or predictor from ``path``, or None and why (never raises)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return None, f"gain file {path} unreadable ({type(exc).__name__}): fixed gains"
+    try:
+        if '"gain_predictor"' in text:
+            return GainPredictor.from_json(text), None
+        return GainTable.from_json(text), None
+    except ConfigurationError as exc:
+        return None, f"gain file {path} rejected ({exc}): fixed gains"
 
 
 def _output(pid: PID) -> float:
@@ -259,19 +332,29 @@ class TaskControl:
         self._f_history: list[float] = []
         self._step_scores: list[float] = []
         self._replan_scores: list[float] = []
+        self._prior_live = config.prior_f_est is not None
+        if config.prior_f_est is not None:  # pre-warmed: the first step runs under it
+            self.selector.select(config.prior_f_est)
 
     @property
     def protocol(self) -> Protocol:
         return self.selector.protocol if self.config.protocols else Protocol.NORMAL
 
+    def _with_prior(self, f_est: float) -> float:
+        # Until the ESO has its own estimate, a pre-warmed prior stands in for it.
+        prior = self.config.prior_f_est
+        if prior is None or not self._prior_live or self.eso.coefficients is not None:
+            return f_est
+        return max(f_est, prior)
+
     @property
     def f_est(self) -> float:
-        return self.eso.f_est
+        return self._with_prior(self.eso.f_est)
 
     def observe(self, control: float, quality: float, completion: float | None) -> ControlReading:
         """One step: update the ESO, the protocol and the step monitor."""
         q = min(1.0, max(0.0, quality))
-        f_est = self.eso.update(control, self.setpoint, q)
+        f_est = self._with_prior(self.eso.update(control, self.setpoint, q))
         self._f_history.append(f_est)
         del self._f_history[:-64]
         protocol = self.selector.select(f_est) if self.config.protocols else Protocol.NORMAL
@@ -296,6 +379,7 @@ class TaskControl:
 
     def reset_protocol(self) -> None:
         """After a human decision: the disturbance was absorbed; estimate afresh."""
+        self._prior_live = False
         self.eso.reset()
         self.selector.reset()
         self._f_history.clear()
@@ -329,6 +413,29 @@ class TaskControl:
             ctl.replans.observe(float(s))
             ctl._replan_scores.append(float(s))
         return ctl
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the task-level control knows, as JSON for the task state.
+
+        :meth:`state` plus the selector's exact level, so a task that continues in another
+        process (:meth:`restore`) keeps its protocol even past the replayed history.
+        """
+        return {**self.state(), "selector": self.selector.state()}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Take over a :meth:`snapshot` (or a :meth:`state`) in place; empty leaves all as is."""
+        if not snapshot:
+            return
+        other = TaskControl.from_state(self.config, self.setpoint, snapshot)
+        selector = snapshot.get("selector")
+        if isinstance(selector, Mapping):
+            other.selector = ProtocolSelector.from_state(selector)
+        self.eso, self.selector = other.eso, other.selector
+        self.steps, self.replans = other.steps, other.replans
+        self.quality_ema = other.quality_ema
+        self._f_history = other._f_history
+        self._step_scores = other._step_scores
+        self._replan_scores = other._replan_scores
 
 
 _RIGOUR = {

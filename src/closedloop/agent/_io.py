@@ -26,6 +26,7 @@ from ..control import ActuatorSettings, Protocol
 from ..execution import (
     PROGRAMMING_ERRORS,
     ActionOutcome,
+    EffectClass,
     OutcomeStatus,
     RetryIfException,
     RetryPolicy,
@@ -307,39 +308,103 @@ async def propose(
 async def execute(
     run: Run, tool: Tool, call: ActionCall
 ) -> tuple[Observation | None, ActionOutcome | None, HaltReason | None, ActuatorSettings, float]:
-    """Run a validated call through the executor with the tool's actuator settings."""
+    """Run a validated call through the executor with the tool's actuator settings.
+
+    A read (``recomputable``) whose answer is a passing fault is asked again here, within
+    the same ``max_retries`` the executor has for exceptions (see ``_reads.py``); each
+    retry goes into ``run.step_retries`` for the step's record.
+    """
     u = await run.bank.output(tool.name)
     settings = run.settings.control.schedule(u)
     action = tool.action
     if not tool.fixed_timeout:
         action = action.with_timeout(max(0.001, settings.timeout_ms / 1000.0))
-    retry = RetryPolicy(
-        StopAfterAttempt(1 + int(settings.max_retries)),
-        WaitFixed(max(0.0, settings.retry_delay_ms / 1000.0)),
-        RetryIfException(exclude=(*PROGRAMMING_ERRORS, ToolError)),
-    )
+    policy = run.settings.read_retry
+    read = tool.effect is EffectClass.RECOMPUTABLE
+    budget = 1 + int(settings.max_retries)
+    used = 0
+    rechecked = False
+    run.step_retries = []
     confirmation = run.confirmation
     run.confirmation = None  # a human's approval covers the one frozen action only
-    outcome, halt = await race(
-        run.executor.execute(
-            action,
-            call.arguments,
-            task_id=run.state.task_id,
-            step=run.state.step,
-            confirmation=confirmation,
-            retry=retry,
-            state=run.state.condition_view(),
-        ),
-        run.watchers(),
-    )
-    if outcome is None:
-        return None, None, halt, settings, u
+    while True:
+        retry = RetryPolicy(
+            StopAfterAttempt(max(1, budget - used)),
+            WaitFixed(max(0.0, settings.retry_delay_ms / 1000.0)),
+            RetryIfException(exclude=(*PROGRAMMING_ERRORS, ToolError)),
+        )
+        outcome, halt = await race(
+            run.executor.execute(
+                action,
+                call.arguments,
+                task_id=run.state.task_id,
+                step=run.state.step,
+                confirmation=confirmation,
+                retry=retry,
+                state=run.state.condition_view(),
+            ),
+            run.watchers(),
+        )
+        if outcome is None:
+            return None, None, halt, settings, u
+        used += max(1, outcome.attempts)
+        observation = outcome_observation(outcome, tool.name, run.settings.wall_clock())
+        if not (read and outcome.ok):
+            break
+        why = ""
+        if policy.should_retry(observation) and used < budget:
+            why = "passing fault"
+        elif (
+            observation.status is ObservationStatus.EMPTY
+            and policy.enabled
+            and policy.recheck_empty
+            and not rechecked
+            and _doubtful(run, tool.name, u)
+        ):
+            why = "empty answer re-checked (the tool's error is high or it failed recently)"
+            rechecked = True
+        if not why:
+            break
+        delay = policy.delay_s(observation, settings.retry_delay_ms) if used < budget else 0.0
+        if why == "passing fault":
+            run.recent_faults[tool.name] = run.state.step
+        run.step_retries.append(
+            {
+                "attempt": len(run.step_retries) + 1,
+                "status": observation.status.value,
+                "error": observation.error,
+                "delay_s": delay,
+                "reason": why,
+            }
+        )
+        if run.elapsed() + delay >= run.deadline_s:
+            run.step_retries.pop()
+            break  # the answer in hand is the last this step can have
+        if delay > 0:
+            # Cancellation and the budget may cut the wait; the deadline was checked above.
+            watchers: dict[HaltReason, Callable[[], Any]] = {
+                k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE
+            }
+            _, halt = await race(run.settings.sleep(delay), watchers)
+            if halt is not None:
+                return None, None, halt, settings, u
+    if read and policy.should_retry(observation):
+        run.recent_faults[tool.name] = run.state.step
     not_run = (OutcomeStatus.PRECONDITION_FAILED, OutcomeStatus.CONFIRMATION_REQUIRED)
     key = outcome.effect_key
     if key and outcome.status not in not_run and key not in run.state.effect_keys:
         run.state.effect_keys.append(key)
-    observation = outcome_observation(outcome, tool.name, run.settings.wall_clock())
     return observation, outcome, None, settings, u
+
+
+def _doubtful(run: Run, tool: str, u: float) -> bool:
+    """Whether an empty answer of ``tool`` might be a fault's: a high error signal (the
+    tool's control output or its last error) or a passing fault in the last few steps."""
+    policy = run.settings.read_retry
+    if max(u, run.last_errors.get(tool, 0.0)) >= policy.empty_error:
+        return True
+    last = run.recent_faults.get(tool)
+    return last is not None and run.state.step - last <= policy.recent_steps
 
 
 def absorb(

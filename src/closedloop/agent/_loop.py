@@ -9,7 +9,7 @@ update (PID, ESO → protocol, Lyapunov) → trace record → halt check.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import StateError
@@ -20,9 +20,11 @@ from ..feedback import StateStore
 from ..models import Model
 from ..perception import Observation, ObservationStatus
 from ._control import ControlConfig, ControllerBank, TaskControl
+from ._deferred import DeferredRecords
 from ._inflight import Budget, cancel_waiter
 from ._projection import ProjectionOptions
 from ._protocols import SuccessMemory
+from ._reads import ReadRetry
 from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._state import StateHandle, Task, TaskState, field_problems
 from ._stop import LoopState, StopPolicy
@@ -64,6 +66,7 @@ class LoopSettings:
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
     sleep: Sleep
+    read_retry: ReadRetry = field(default_factory=ReadRetry)
 
 
 class Run:
@@ -97,10 +100,13 @@ class Run:
         self.bank = bank
         self.confirmation = confirmation
         self.validator = Validator(settings.tools)
-        self.memory = SuccessMemory(store)
+        deferred = bank.store if isinstance(bank.store, DeferredRecords) else None
+        self.deferred = deferred
+        self.memory = SuccessMemory(store if deferred is None else deferred)
         self.executor = Executor(EffectLedger(store), sleep=settings.sleep)
         setpoint = task.complexity if task.complexity is not None else settings.control.setpoint
-        self.control = TaskControl.from_state(settings.control, setpoint, state.control)
+        self.control = TaskControl(settings.control, setpoint)
+        self.control.restore(state.control)
         # Known causes (empty, 429, 5xx, timeout, stale) get the decision layer's rules
         # first; their advice reaches the model as a note, never as an action of its own.
         self.rules = HybridController(default_rules(), tolerance=0.0, clock=settings.wall_clock)
@@ -109,8 +115,13 @@ class Run:
         self.pending = state.pending
         self.grammar_ok = True
         self.last_errors: dict[str, float] = {}
+        self.step_retries: list[dict[str, Any]] = []  # this step's read retries (_io.execute)
+        self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
+        self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
         self._started = settings.clock()
         self._elapsed_before = state.elapsed_s
+        # Set by agent/_recover.py: the next step record says the task resumed here.
+        self.resume_note: str | None = None
         limit = settings.stop.max_delay_s()
         self.deadline_s = settings.deadline_s if limit is None else min(limit, settings.deadline_s)
 
@@ -199,6 +210,16 @@ class Run:
 
     # --- closing a step ------------------------------------------------------------------
 
+    async def save(self) -> None:
+        """Save the task state by compare-and-set, with the hints that wait for it."""
+        waiting = [] if self.deferred is None else self.deferred.drain()
+        try:
+            await self.handle.save(self.state, waiting)
+        except BaseException:
+            if self.deferred is not None:
+                self.deferred.requeue(waiting)
+            raise
+
     async def close_step(
         self,
         *,
@@ -218,6 +239,7 @@ class Run:
         strict: bool = False,
         phase: str | None = None,
         measured: bool = True,
+        retries: Sequence[Mapping[str, Any]] = (),
     ) -> StepRecord:
         """Update the controllers and the state, persist it, record the step, check the end.
 
@@ -244,7 +266,7 @@ class Run:
         state.no_progress_steps = 0 if progress else state.no_progress_steps + 1
         state.step += 1
         state.elapsed_s = self.elapsed()
-        state.control = self.control.state()
+        state.control = self.control.snapshot()
         state.failures = state.failures[-20:]
         if halt is None:
             halt = self.stop_reason()
@@ -278,14 +300,16 @@ class Run:
             lyapunov_v=None if lyapunov is None else lyapunov.V,
             lyapunov_dv=None if lyapunov is None else lyapunov.dV,
             repeat_count=state.repeat_count,
-            notes=list(notes),
+            retries=[dict(r) for r in retries],
+            notes=list(notes) if self.resume_note is None else [self.resume_note, *notes],
             usage=usage,
             halt=halt,
         )
+        self.resume_note = None
         self.records.append(record)
         await self.sink.write(record)
         if halt is None:
-            await self.handle.save(state)
+            await self.save()
         else:
             await self.finish(halt, answer=final_answer if halt is HaltReason.FINAL else None)
         return record
@@ -310,9 +334,11 @@ class Run:
         if answer is not None:
             state.answer = answer
         try:
-            await self.handle.save(state)
+            await self.save()
         except StateError as exc:  # e.g. another writer won the CAS: still close the trace
             message = f"{message or halt.value}; the final state was not saved ({exc})"
+            if self.deferred is not None:
+                await self.deferred.flush()
         b = state.budget
         run_usage = RunUsageSummary(
             model_calls=sum(r.usage.model_calls for r in self.records),

@@ -9,6 +9,7 @@ and declared data, so text inside it cannot pose as an instruction.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +38,21 @@ class ProjectionOptions:
     show_schemas: bool = True
 
 
+_FENCE_TAG = re.compile(r"<\s*(/?)\s*(data)", re.IGNORECASE)
+
+
+def _fence_safe(text: str) -> str:
+    # Tool-controlled text must not be able to close (or open) a data block, in any case
+    # or spacing a model might still read as the tag.
+    return _FENCE_TAG.sub(lambda m: "<\\" + m.group(1) + m.group(2), text)
+
+
 def _dumps(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-    return text.replace("</data", "<\\/data").replace("<data", "<\\data")
+    return _fence_safe(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
+
+
+def _attribute(value: Any) -> str:
+    return _fence_safe(str(value)).replace('"', "'").replace("\n", " ")
 
 
 def _reply_format(kinds: frozenset[str], native: bool, required: Sequence[RequiredField]) -> str:
@@ -106,12 +119,14 @@ def _plan_lines(state: TaskState) -> list[str]:
 def _observation_block(entry: ObservationEntry) -> str:
     obs = entry.observation
     head = (
-        f'<data step="{entry.step}" tool="{entry.tool}" status="{obs.get("status")}" '
+        f'<data step="{entry.step}" tool="{_attribute(entry.tool)}" '
+        f'status="{_attribute(obs.get("status"))}" '
         f'confidence="{float(obs.get("confidence", 0.0)):.2f}">'
     )
-    body = [f"arguments: {_dumps(entry.arguments)}", f"meaning: {obs.get('meaning', '')}"]
+    meaning = _fence_safe(str(obs.get("meaning", "")))
+    body = [f"arguments: {_dumps(entry.arguments)}", f"meaning: {meaning}"]
     if obs.get("error"):
-        body.append(f"error: {obs['error']}")
+        body.append(f"error: {_fence_safe(str(obs['error']))}")
     body.append(f"value: {_dumps(obs.get('value'))}")
     return "\n".join([head, *body, "</data>"])
 

@@ -142,10 +142,13 @@ class SuccessMemory:
         observed: str,
     ) -> None:
         text = _canonical(arguments)
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+        key = f"{step_type}/{digest}"
+        # Overwriting a known success adds none: only a new key can push the count over.
+        known = await self.store.record_get(self.namespace, key) is not None
         await self.store.record_put(
             self.namespace,
-            f"{step_type}/{digest}",
+            key,
             {
                 "step_type": step_type,
                 "run_id": run_id,
@@ -154,6 +157,8 @@ class SuccessMemory:
                 "observed": observed[:500],
             },
         )
+        if known:
+            return
         records = await self.store.record_list(self.namespace, f"{step_type}/")
         if len(records) > self.per_type:
             records.sort(key=lambda r: r.updated_at)

@@ -76,6 +76,10 @@ class StepRecord(_Frozen):
     lyapunov_v: float | None = None
     lyapunov_dv: float | None = None
     repeat_count: int = 0
+    retries: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the loop's retries of a read that answered with a passing fault",
+    )
     notes: list[str] = Field(default_factory=list)
     usage: RunUsageSummary = Field(default_factory=RunUsageSummary)
     halt: HaltReason | None = None

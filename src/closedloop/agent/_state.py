@@ -20,9 +20,10 @@ import jsonschema.exceptions
 import jsonschema.validators
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, StateSerializationError
 from .._validation import require_unit_interval
 from ..feedback import StateStore
+from ._validate import schema_validator
 
 __all__ = [
     "BudgetState",
@@ -79,7 +80,7 @@ class RequiredField:
             return ["empty"]
         out: list[str] = []
         if self.schema is not None:
-            validator = jsonschema.validators.validator_for(self.schema)(self.schema)
+            validator = schema_validator(self.schema, formats=False)
             out.extend(e.message for e in validator.iter_errors(value))
         if self.check is not None and not out:
             try:
@@ -240,6 +241,7 @@ class TaskState(_Model):
     repeat_count: int = 0
     elapsed_s: float = 0.0
     control: dict[str, Any] = Field(default_factory=dict)
+    recoveries: int = 0
     pending: PendingAction | None = None
     handover_id: str | None = None
     answer: str | None = None
@@ -293,6 +295,17 @@ def resolve_path(value: Any, path: str) -> tuple[bool, Any]:
     return True, current
 
 
+def _dump(state: TaskState) -> dict[str, Any]:
+    try:
+        return state.model_dump(mode="json")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (hostile model output) cannot become UTF-8 JSON: a typed error
+        # naming the problem, and the stored state stays as it was.
+        raise StateSerializationError(
+            f"the task state holds text that is not UTF-8: {exc}"
+        ) from exc
+
+
 class StateHandle:
     """The task state's session in the store, written only by compare-and-set."""
 
@@ -302,7 +315,7 @@ class StateHandle:
         self.version = 0
 
     async def create(self, state: TaskState) -> None:
-        snapshot = await self.store.create(self.session_id, state.model_dump(mode="json"))
+        snapshot = await self.store.create(self.session_id, _dump(state))
         self.version = snapshot.version
 
     async def load(self) -> TaskState:
@@ -310,8 +323,21 @@ class StateHandle:
         self.version = snapshot.version
         return TaskState.model_validate(snapshot.to_dict())
 
-    async def save(self, state: TaskState) -> None:
-        snapshot = await self.store.put(
-            self.session_id, state.model_dump(mode="json"), expected_version=self.version
-        )
+    async def save(
+        self, state: TaskState, records: Sequence[tuple[str, str, Mapping[str, Any]]] = ()
+    ) -> None:
+        """Compare-and-set the state; ``records`` (hints) are written with it, in one
+        transaction where the store's class offers ``put_with_records``."""
+        data = _dump(state)
+        # Looked up on the class: a wrapper that forwards unknown attributes to an inner
+        # store must not have its own put skipped.
+        together = getattr(type(self.store), "put_with_records", None) if records else None
+        if together is not None:
+            snapshot = await together(
+                self.store, self.session_id, data, expected_version=self.version, records=records
+            )
+        else:  # hints first, as if written when made: a failed put then loses nothing
+            for namespace, key, value in records:
+                await self.store.record_put(namespace, key, value)
+            snapshot = await self.store.put(self.session_id, data, expected_version=self.version)
         self.version = snapshot.version

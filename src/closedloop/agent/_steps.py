@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..control import Protocol
-from ..execution import OutcomeStatus
+from ..execution import EffectClass, OutcomeStatus
 from ..feedback import HandoverQueue
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal
@@ -269,6 +269,8 @@ async def try_tool(
         )
     signature = action_signature(call.tool, call.arguments)
     repeats = count_repeats(signature, state.signatures, run.settings.repeat_window)
+    if repeats and _retry_after_fault(run, tool, signature):
+        repeats = 0  # asking again after a passing fault is a retry, not a loop
     state.signatures = [*state.signatures, signature][-32:]
     state.repeat_count = repeats
     if repeats:
@@ -284,6 +286,7 @@ async def try_tool(
             run, reply, key, 1.0, action=call, notes=[hint, *notes], phase=phase, halt=halt
         )
     observation, outcome, halt, settings, u = await execute(run, tool, call)
+    retries = list(run.step_retries)
     if observation is None or outcome is None:
         return await close(
             run,
@@ -298,6 +301,7 @@ async def try_tool(
             phase=phase,
             halt=halt,
             model_u=reply.u,
+            retries=retries,
         )
     if outcome.status is OutcomeStatus.CONFIRMATION_REQUIRED:
         # Nothing ran: once confirmed, the same call must not count as a repeat.
@@ -321,6 +325,13 @@ async def try_tool(
             observed=summarise_observation(dumped),
         )
     guard = await run.guard(observation)
+    retry_notes = (
+        [
+            f"{tool.name} was asked {len(retries)} more time(s) after a passing fault or an empty answer"
+        ]
+        if retries
+        else []
+    )
     notes, judged = await judge(call, observation) if judge else ([], None)
     return await close(
         run,
@@ -332,11 +343,35 @@ async def try_tool(
         model_u=reply.u,
         action=call,
         observation=dumped,
-        notes=[*reply.proposal.notes, *guard, *notes],
+        notes=[*reply.proposal.notes, *guard, *retry_notes, *notes],
         progress=progress,
         phase=phase,
         halt=judged,
+        retries=retries,
     )
+
+
+def _retry_after_fault(run: Run, tool: Tool, signature: str) -> bool:
+    """The same read again, right after its last answer was a passing fault: let it run,
+    a bounded number of times (``ReadRetry.repeats_after_fault``) so a real loop stops."""
+    if tool.effect is not EffectClass.RECOMPUTABLE or not run.state.observations:
+        return False
+    last = run.state.observations[-1]
+    if last.tool != tool.name or action_signature(last.tool, last.arguments) != signature:
+        return False
+    status = str(last.observation.get("status", ""))
+    if status not in _FAULTS and not (
+        status == ObservationStatus.ERROR.value and run.recent_faults.get(tool.name) == last.step
+    ):
+        return False
+    used = run.fault_repeats.get(signature, 0)
+    if used >= run.settings.read_retry.repeats_after_fault:
+        return False
+    run.fault_repeats[signature] = used + 1
+    return True
+
+
+_FAULTS = frozenset({ObservationStatus.TIMEOUT.value, ObservationStatus.RATE_LIMITED.value})
 
 
 async def handle(

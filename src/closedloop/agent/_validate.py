@@ -18,7 +18,7 @@ import jsonschema.validators
 from ._records import ActionCall
 from ._tools import Tool
 
-__all__ = ["PHASE_ACTIONS", "Validator", "describe_schema_error"]
+__all__ = ["PHASE_ACTIONS", "Validator", "describe_schema_error", "schema_validator"]
 
 PHASE_ACTIONS: Mapping[str, frozenset[str]] = {
     "collecting": frozenset({"tool", "final"}),
@@ -36,6 +36,33 @@ def describe_schema_error(error: jsonschema.ValidationError, root: str = "argume
     return f"{root}{path}: {error.message}"
 
 
+_VALIDATORS: dict[tuple[int, bool], tuple[Mapping[str, Any], Any]] = {}
+_CACHE_SIZE = 512
+
+
+def schema_validator(schema: Mapping[str, Any], *, formats: bool = True) -> Any:
+    """A checked jsonschema validator for ``schema``, built once per schema object.
+
+    Checking a schema against its metaschema costs milliseconds, far more than a whole
+    step; tools and required fields keep the same schema object from run to run, so the
+    cache keys on its identity (and holds it, so the id cannot be reused while cached).
+    A schema mutated in place after first use is not seen again: schemas are set up once.
+    ``formats`` adds the draft's format checker.
+    """
+    key = (id(schema), formats)
+    hit = _VALIDATORS.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    plain = dict(schema)
+    cls = jsonschema.validators.validator_for(plain)
+    cls.check_schema(plain)
+    validator = cls(plain, format_checker=cls.FORMAT_CHECKER if formats else None)
+    if len(_VALIDATORS) >= _CACHE_SIZE:
+        _VALIDATORS.clear()
+    _VALIDATORS[key] = (schema, validator)
+    return validator
+
+
 class Validator:
     """Checks proposed actions against the tools' schemas and the task's phase and state."""
 
@@ -43,10 +70,7 @@ class Validator:
         self.tools = dict(tools)
         self._validators: dict[str, Any] = {}
         for name, tool in self.tools.items():
-            schema = dict(tool.parameters)
-            cls = jsonschema.validators.validator_for(schema)
-            cls.check_schema(schema)
-            self._validators[name] = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            self._validators[name] = schema_validator(tool.parameters)
 
     def phase_allows(self, phase: str, kind: str) -> bool:
         return kind in PHASE_ACTIONS.get(phase, frozenset({"tool", "final"}))

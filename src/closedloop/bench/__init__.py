@@ -5,6 +5,7 @@ closedloop (PID, PID+ADRC) on the same tasks, tools, model and fault seeds again
 ``closedloop.world``, and reports success per step count with 95 % intervals, model
 calls, tokens, latency, handovers and the oracle bound. ``run_overhead_bench()`` measures
 what the loop itself costs per step. ``run_agent_demo()`` is ``closedloop demo``.
+``FaultsConfig(executor="ray")`` (or a :class:`RayExecutor`) runs the episodes as Ray tasks.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ._oracle import (
     planner_faults,
 )
 from ._overhead import OverheadReport, OverheadRow, render_overhead, run_overhead_bench
+from ._ray import RayExecutor
 from ._report import (
     REPORT_SCHEMA_VERSION,
     CellSummary,
@@ -85,6 +87,7 @@ __all__ = [
     "OverheadReport",
     "OverheadRow",
     "Rate",
+    "RayExecutor",
     "SerialModel",
     "Strategy",
     "TargetCheck",

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import importlib
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +29,7 @@ from ..agent import (
     Agent,
     ControlConfig,
     HaltReason,
+    ReadRetry,
     RunResult,
     Tool,
     as_tool,
@@ -38,15 +37,17 @@ from ..agent import (
 )
 from ..control import schedule_max_retries
 from ..execution import AtomicAction, Condition
-from ..perception import Observation, ObservationStatus
 from ..reference import DOMAIN_TOOLS, Answer, WorldTools
-from ._strategies import LABELS, Episode, Outcome, transient
+from ._strategies import LABELS, Episode, Outcome
 
 __all__ = [
+    "FIXED_U",
     "PLANNERS",
+    "READ_RETRY",
     "ClosedLoopAgent",
     "closed_loop_tools",
     "control_config",
+    "fixed_config",
     "reference_builder",
     "reference_config",
 ]
@@ -54,24 +55,6 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 AgentBuilder = Callable[[Episode, ControlConfig], Agent]
 """Builds the agent of one episode (a reference agent plugs in here)."""
-
-
-def _sensed(method: Callable[..., Awaitable[Observation]], attempts: int) -> Any:
-    counts: dict[str, int] = {}
-
-    @functools.wraps(method)
-    async def read(**arguments: Any) -> Observation:
-        key = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
-        attempt = counts.get(key, 0) + 1
-        observation = await method(**arguments)
-        failed = transient(observation) or observation.status is ObservationStatus.PARTIAL
-        if failed and attempt < attempts:
-            counts[key] = attempt
-            raise ActionError(f"{observation.source}: {observation.meaning}")
-        counts.pop(key, None)
-        return observation
-
-    return read
 
 
 async def _again(
@@ -131,8 +114,35 @@ def closed_loop_tools(
             action = _patient(tools.actions[name], attempts, sleep, delay_s)
             out.append(as_tool(action))
         else:
-            out.append(as_tool(_sensed(getattr(tools, name), attempts)))
+            # Reads go in as they are: the loop itself asks a read again when it answers
+            # with a passing fault or lost key fields (``READ_RETRY``).
+            out.append(as_tool(getattr(tools, name)))
     return out
+
+
+READ_RETRY = ReadRetry(partial=True)
+"""The loop's read retry in the benchmark: passing faults and drifted answers (``partial``)
+are asked again within the shared attempt budget; a doubtful empty answer is re-checked."""
+
+FIXED_U = 0.5
+"""The control signal the controller-off strategy is frozen at: a mid, hand-tuned setting."""
+
+
+def fixed_config(config: ControlConfig, u: float = FIXED_U) -> ControlConfig:
+    """``config`` with the controller taken out of the loop: every actuator schedule
+    answers as if ``u`` were always ``u`` (same retry budget, no feedback)."""
+    base = config.schedule
+    frozen = {f.name: _constant(getattr(base, f.name), u) for f in dataclasses.fields(base)}
+    return dataclasses.replace(config, schedule=dataclasses.replace(base, **frozen))
+
+
+def _constant(fn: Callable[[float], Any], u: float) -> Callable[[float], Any]:
+    value = fn(u)
+
+    def constant(_: float) -> Any:
+        return value
+
+    return constant
 
 
 def control_config(*, adrc: bool, attempts: int) -> ControlConfig:
@@ -179,13 +189,22 @@ class ClosedLoopAgent:
     """
 
     def __init__(
-        self, *, adrc: bool, planner: str = "auto", builder: AgentBuilder | None = None
+        self,
+        *,
+        adrc: bool,
+        planner: str = "auto",
+        builder: AgentBuilder | None = None,
+        fixed: bool = False,
+        name: str | None = None,
     ) -> None:
         if planner not in PLANNERS:
             raise ConfigurationError("planner", planner, f"must be one of {', '.join(PLANNERS)}")
         self.adrc = adrc
         self.planner = planner
-        self.name = "closedloop_adrc" if adrc else "closedloop_pid"
+        self.fixed = fixed
+        self.name = name or ("closedloop_adrc" if adrc else "closedloop_pid")
+        if self.name not in LABELS:
+            raise ConfigurationError("name", self.name, f"known: {', '.join(LABELS)}")
         self.label = LABELS[self.name]
         self.builder = builder
 
@@ -202,6 +221,8 @@ class ClosedLoopAgent:
         """The agent of one episode."""
         limits = episode.limits
         control = control_config(adrc=self.adrc, attempts=limits.attempts)
+        if self.fixed:
+            control = fixed_config(control)
         if self.builder is not None:
             return self.builder(episode, control)
         return Agent(
@@ -222,6 +243,7 @@ class ClosedLoopAgent:
             observation_chars=limits.observation_chars,
             trace=episode.trace if episode.trace is not None else False,
             sleep=episode.sleep,
+            read_retry=READ_RETRY,
         )
 
     async def _reference(self, episode: Episode) -> RunResult:

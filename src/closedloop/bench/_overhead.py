@@ -47,6 +47,11 @@ class OverheadRow(BaseModel):
     vs_langgraph: float | None = None
     share_of_10ms_call: float
     rounds: list[float] = Field(default_factory=list, description="per-step µs of each round")
+    cpu_us: float | None = Field(
+        default=None,
+        description="median CPU time per step of this process, µs: on a loaded machine "
+        "the wall time measures the neighbours, the CPU time still measures the loop",
+    )
 
 
 class OverheadReport(BaseModel):
@@ -189,11 +194,11 @@ def closedloop_run(
 # --- measuring ----------------------------------------------------------------------------
 
 
-async def _time(fn: Callable[[], Awaitable[Any]], model: ZeroLatencyModel) -> float:
+async def _time(fn: Callable[[], Awaitable[Any]], model: ZeroLatencyModel) -> tuple[float, float]:
     model.reset()
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await fn()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 async def run_overhead_bench(
@@ -228,19 +233,26 @@ async def run_overhead_bench(
             ),
         }
         samples: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         try:
             for r in range(warmup + rounds):
                 for name, fn in variants.items():
-                    seconds = await _time(fn, model)
+                    seconds, cpu_seconds = await _time(fn, model)
                     if r >= warmup:
                         samples[name].append(seconds / steps * 1e6)
+                        cpu[name].append(cpu_seconds / steps * 1e6)
         finally:
             for store in stores:
                 await store.close()
-    return _report(steps, rounds, samples)
+    return _report(steps, rounds, samples, cpu)
 
 
-def _report(steps: int, rounds: int, samples: Mapping[str, Sequence[float]]) -> OverheadReport:
+def _report(
+    steps: int,
+    rounds: int,
+    samples: Mapping[str, Sequence[float]],
+    cpu: Mapping[str, Sequence[float]] | None = None,
+) -> OverheadReport:
     names = list(samples)
     floor = statistics.median(samples[names[0]])
     medians = {n: statistics.median(v) for n, v in samples.items()}
@@ -256,6 +268,7 @@ def _report(steps: int, rounds: int, samples: Mapping[str, Sequence[float]]) -> 
                 vs_langgraph=overhead / graph if graph > 0 else None,
                 share_of_10ms_call=overhead / (MODEL_CALL_S * 1e6),
                 rounds=[round(x, 2) for x in samples[name]],
+                cpu_us=statistics.median(cpu[name]) if cpu and cpu.get(name) else None,
             )
         )
     full = next(r for r in rows if "FULL" in r.loop)
@@ -280,13 +293,14 @@ def _report(steps: int, rounds: int, samples: Mapping[str, Sequence[float]]) -> 
 def render_overhead(report: OverheadReport, console: Console) -> None:
     """The table of µs per step and the targets."""
     table = Table(title=f"per-step overhead ({report.steps} steps, floor {report.floor_us:.1f} µs)")
-    for col in ("loop", "µs/step", "overhead µs", "× LangGraph", "% of 10 ms call"):
+    for col in ("loop", "µs/step", "CPU µs/step", "overhead µs", "× LangGraph", "% of 10 ms call"):
         table.add_column(col, justify="left" if col == "loop" else "right")
     for row in report.rows:
         ratio = "—" if row.vs_langgraph is None else f"{row.vs_langgraph:.2f}"
         table.add_row(
             row.loop,
             f"{row.per_step_us:.1f}",
+            "—" if row.cpu_us is None else f"{row.cpu_us:.1f}",
             f"{row.overhead_us:.1f}",
             ratio,
             f"{100 * row.share_of_10ms_call:.2f}",

@@ -6,8 +6,8 @@ episode on a world of its own, reset with the episode's fault seed, so all strat
 meet the same faults at the same request indices. Episodes run concurrently on one event
 loop (the worlds' latencies overlap); jobs are ordered episode by episode, so the
 strategies' identical first model calls meet in the completion cache. An
-:class:`EpisodeExecutor` decides how jobs run (asyncio here; a distributed executor can
-take its place).
+:class:`EpisodeExecutor` decides how jobs run: :class:`AsyncioExecutor` here, or
+``RayExecutor`` (``closedloop.bench._ray``), whose Ray tasks serve worlds of their own.
 """
 
 from __future__ import annotations
@@ -44,8 +44,12 @@ __all__ = [
     "EpisodeJob",
     "EpisodeRunner",
     "FaultsConfig",
+    "make_executor",
     "plan_jobs",
 ]
+
+EXECUTORS = ("asyncio", "ray")
+"""The executors ``FaultsConfig.executor`` can name."""
 
 FATAL = (ModelNotAvailableError, ModelLoadError, ModelAuthError, RealModelCallBlockedError)
 """Errors no episode can survive: they end the benchmark instead of one episode."""
@@ -66,6 +70,8 @@ class FaultsConfig:
     ``closed_loop`` picks the closed loop's planner: ``react`` (the model proposes every
     step), ``reference`` (the domain's reference agent: rules, the model past a gate) or
     ``auto`` (reference for real models, react for the test model).
+    ``executor`` runs the episodes: ``asyncio`` (one event loop in this process) or
+    ``ray`` (Ray tasks on a local Ray, or on the cluster at ``ray_address``).
     """
 
     model: str = "test:oracle"
@@ -85,6 +91,8 @@ class FaultsConfig:
     tool_timeout_s: float | None = 10.0
     closed_loop: str = "auto"
     cache: bool | str = True
+    executor: str = "asyncio"
+    ray_address: str | None = None
     quick: bool = False
     out: Path | None = None
     command: str = "closedloop bench faults"
@@ -114,6 +122,10 @@ class FaultsConfig:
             raise ConfigurationError(
                 "closed_loop", self.closed_loop, "must be auto, react or reference"
             )
+        if self.executor not in EXECUTORS:
+            raise ConfigurationError("executor", self.executor, "must be 'asyncio' or 'ray'")
+        if self.ray_address is not None and self.executor != "ray":
+            raise ConfigurationError("ray_address", self.ray_address, "needs executor 'ray'")
 
     @classmethod
     def quick_preset(cls, **overrides: Any) -> FaultsConfig:
@@ -201,6 +213,8 @@ class EpisodeExecutor(Protocol):
 
 class AsyncioExecutor:
     """Up to ``concurrency`` jobs at once on the running event loop."""
+
+    name = "asyncio"
 
     def __init__(self, concurrency: int = 16) -> None:
         self.concurrency = require_int_at_least("concurrency", concurrency, 1)
@@ -347,8 +361,32 @@ async def run_jobs(
     runner: EpisodeRunner,
     executor: EpisodeExecutor | None = None,
 ) -> list[EpisodeResult]:
-    """Run ``jobs`` profile by profile, each profile on a farm of its own worlds."""
-    chosen = executor if executor is not None else AsyncioExecutor(config.concurrency)
+    """Run ``jobs`` profile by profile, each profile on a farm of its own worlds.
+
+    Without ``executor``, the one ``config.executor`` names runs them (and is closed
+    after). An executor whose ``serves_worlds`` is true brings its own worlds.
+    """
+    if executor is not None:
+        return await _run_profiles(config, jobs, runner, executor)
+    chosen = make_executor(config)
+    try:
+        return await _run_profiles(config, jobs, runner, chosen)
+    finally:
+        close = getattr(chosen, "close", None)
+        if close is not None:
+            close()
+
+
+async def _run_profiles(
+    config: FaultsConfig,
+    jobs: Sequence[EpisodeJob],
+    runner: EpisodeRunner,
+    chosen: EpisodeExecutor,
+) -> list[EpisodeResult]:
+    if getattr(chosen, "serves_worlds", False):  # every profile's jobs at once
+        return await chosen.map(
+            runner, [j for p in config.profiles for j in jobs if j.profile == p]
+        )
     results: list[EpisodeResult] = []
     for profile in config.profiles:
         mine = [j for j in jobs if j.profile == profile]
@@ -368,6 +406,15 @@ async def run_jobs(
             finally:
                 runner.farms.pop(profile, None)
     return results
+
+
+def make_executor(config: FaultsConfig) -> EpisodeExecutor:
+    """The executor ``config.executor`` names (Ray is imported only when asked for)."""
+    if config.executor == "ray":
+        from ._ray import RayExecutor  # ray is an optional extra: imported on demand
+
+        return RayExecutor(config.ray_address)
+    return AsyncioExecutor(config.concurrency)
 
 
 def make_runner(

@@ -12,6 +12,9 @@ episode), the same model and the same limits; only the control differs:
 * ``closedloop_pid``: ``closedloop.agent`` with per-step-type PID control, protocols off.
 * ``closedloop_adrc``: the same with the ESO and its protocols (dual verification,
   dimension reduction, manual handover).
+* ``closedloop_model_pid`` / ``closedloop_model_fixed``: the loop with the model deciding
+  every step (the ``react`` planner, whatever the model) and protocols off, with the PID
+  on, or with every actuator frozen at one setting: what the controller alone buys.
 
 A strategy is anything with ``name``, ``label`` and ``async run(episode) -> Outcome``;
 :func:`get_strategy` builds the built-in ones by name.
@@ -53,6 +56,8 @@ STRATEGY_NAMES = (
     "langgraph",
     "closedloop_pid",
     "closedloop_adrc",
+    "closedloop_model_pid",
+    "closedloop_model_fixed",
 )
 """The built-in strategies, in the order reports list them."""
 
@@ -64,6 +69,8 @@ LABELS = {
     "langgraph": "LangGraph RetryPolicy",
     "closedloop_pid": "closedloop PID",
     "closedloop_adrc": "closedloop PID+ADRC",
+    "closedloop_model_pid": "closedloop, model every step, PID",
+    "closedloop_model_fixed": "closedloop, model every step, controller off",
 }
 
 
@@ -164,6 +171,12 @@ def get_strategy(name: str, *, planner: str = "auto") -> Strategy:
         from ._closed import ClosedLoopAgent
 
         return ClosedLoopAgent(adrc=name == "closedloop_adrc", planner=planner)
+    if name in ("closedloop_model_pid", "closedloop_model_fixed"):
+        from ._closed import ClosedLoopAgent
+
+        # The model decides every step (no rule shortcuts); the two differ only in the
+        # controller: PID-scheduled actuators, or the same actuators frozen (``FIXED_U``).
+        return ClosedLoopAgent(adrc=False, planner="react", fixed=name.endswith("fixed"), name=name)
     raise ConfigurationError("strategy", name, f"known: {', '.join(STRATEGY_NAMES)}")
 
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from .._exceptions import ConfigurationError
-from ..harness import BenchConfig, render_report, run_refine_bench
+from ..harness import BenchConfig, BenchReport, render_report, run_refine_bench
 
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
@@ -45,10 +45,39 @@ def refine(
     out: Annotated[
         Path, typer.Option(help="Folder for results.json and pass_rate_by_round.png.")
     ] = Path("runs/bench-refine"),
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="SQLite file keeping generations between runs (resumes a long run)."),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="llama.cpp threads for a local model (default: all cores).")
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="K/N: every N-th task from the K-th; shards on one --cache split a run."),
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="asyncio (task by task here) or ray (one Ray task per task, each worker "
+            "loading the model; needs the 'ray' extra)."
+        ),
+    ] = "asyncio",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: an existing cluster; default: a local Ray."),
+    ] = None,
 ) -> None:
     """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
     if tasks not in ("seed", "humaneval"):
         raise ConfigurationError("--tasks", tasks, "must be 'seed' or 'humaneval'")
+    _check_executor(executor, ray_address)
+    shard_kn: tuple[int, int] | None = None
+    if shard is not None:
+        k, _, n = shard.partition("/")
+        if not (k.isdigit() and n.isdigit()):
+            raise ConfigurationError("--shard", shard, "must look like 1/2")
+        shard_kn = (int(k), int(n))
     config = BenchConfig(
         tasks="seed" if tasks == "seed" else "humaneval",
         limit=limit,
@@ -60,12 +89,27 @@ def refine(
         max_tokens=max_tokens,
         loopgain=loopgain,
         out=out,
+        cache_path=cache,
+        threads=threads,
+        shard=shard_kn,
     )
-    report = asyncio.run(
-        run_refine_bench(config, progress=lambda m: _err.print(m, highlight=False))
-    )
+    report = asyncio.run(refine_on(config, executor, ray_address))
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+async def refine_on(config: BenchConfig, executor: str, ray_address: str | None) -> BenchReport:
+    """``run_refine_bench`` here (``asyncio``) or on Ray (a local one, or ``ray_address``)."""
+
+    def say(message: str) -> None:
+        _err.print(message, highlight=False)
+
+    if executor != "ray":
+        return await run_refine_bench(config, progress=say)
+    from ..bench import RayExecutor  # ray is an optional extra: imported on demand
+
+    with RayExecutor(ray_address) as on_ray:
+        return await run_refine_bench(config, progress=say, executor=on_ray)
 
 
 # --- faults and overhead (closedloop.bench) -------------------------------------------------
@@ -80,6 +124,13 @@ def _steps(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in _csv(text))
     except ValueError:
         raise ConfigurationError("--steps", text, "must be comma-separated integers") from None
+
+
+def _check_executor(executor: str, ray_address: str | None) -> None:
+    if executor not in ("asyncio", "ray"):
+        raise ConfigurationError("--executor", executor, "must be 'asyncio' or 'ray'")
+    if ray_address is not None and executor != "ray":
+        raise ConfigurationError("--ray-address", ray_address, "needs --executor ray")
 
 
 @app.command("faults")
@@ -130,12 +181,28 @@ def faults(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Do not use the completion cache.")
     ] = False,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="asyncio (one event loop here) or ray (one Ray task per episode; needs the "
+            "'ray' extra)."
+        ),
+    ] = "asyncio",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --executor ray: an existing cluster ('auto', 'HOST:6379' or "
+            "'ray://HOST:10001'); default: start a local Ray."
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for report.json and curves.png.")] = Path(
         "runs/bench-faults"
     ),
 ) -> None:
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
     from ..bench import FaultsConfig, render_faults, run_faults_bench
+
+    _check_executor(executor, ray_address)
 
     common: dict[str, Any] = {
         "model": model,
@@ -148,6 +215,8 @@ def faults(
         "tool_timeout_s": tool_timeout or None,
         "closed_loop": closed_loop,
         "cache": not no_cache,
+        "executor": executor,
+        "ray_address": ray_address,
         "out": out,
     }
     if quick:

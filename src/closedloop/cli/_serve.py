@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import socket
 from pathlib import Path
 from typing import Annotated
@@ -68,6 +69,14 @@ def serve(
         Path | None, typer.Option(help="Where run traces go (default $CLOSEDLOOP_HOME/runs).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes behind the one port (uvicorn's supervisor); more than one "
+            "needs a shared --store (sqlite:///PATH or redis://...).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the API and the dashboard until Ctrl-C (create a key with `closedloop keys create`)."""
     try:
@@ -78,10 +87,29 @@ def serve(
         raise ConfigurationError(
             "command", "serve", f"needs the server extra (pip install 'closedloop[server]'): {exc}"
         ) from None
+    from ..server._workers import require_shared_store, worker_environment
+
+    require_shared_store(store_url(store), workers)
     _import_agents(list(agents or []))
     with contextlib.ExitStack() as stack:
         world_url = _world_url(world, stack)
-        _run(host, port, store, model, world_url, rate, burst, runs_dir, log_level)
+        if workers == 1:
+            _run(host, port, store, model, world_url, rate, burst, runs_dir, log_level)
+            return
+        _run_workers(
+            workers,
+            _listen(host, port),
+            log_level,
+            worker_environment(
+                store=store_url(store),
+                model=model,
+                world_url=world_url,
+                rate_per_s=rate,
+                burst=burst,
+                runs_dir=runs_dir,
+                agents=list(agents or []),
+            ),
+        )
 
 
 def _world_url(world: str | None, stack: contextlib.ExitStack) -> str | None:
@@ -124,6 +152,17 @@ def _run(
         runs_dir=runs_dir,
     )
     app = create_app(settings)
+    sock = _listen(host, port)
+    config = uvicorn.Config(app, log_level=log_level, proxy_headers=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # uvicorn shut down gracefully, then re-raised Ctrl-C: that is a normal stop
+    finally:
+        sock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -139,10 +178,27 @@ def _run(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     _out.print(f"closedloop service on http://{shown}:{bound}/ (dashboard at /)", markup=False)
-    config = uvicorn.Config(app, log_level=log_level, proxy_headers=False)
+    return sock
+
+
+def _run_workers(workers: int, sock: socket.socket, log_level: str, env: dict[str, str]) -> None:
+    """uvicorn's supervisor: N spawned workers share the bound socket and build their app
+    from the environment; a worker that dies is replaced."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ.update(env)  # the spawned interpreters inherit it
+    config = uvicorn.Config(
+        "closedloop.server._workers:app_from_environment",
+        factory=True,
+        workers=workers,
+        log_level=log_level,
+        proxy_headers=False,
+    )
+    _out.print(f"{workers} workers", markup=False)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:
-        pass  # uvicorn shut down gracefully, then re-raised Ctrl-C: that is a normal stop
+        pass
     finally:
         sock.close()

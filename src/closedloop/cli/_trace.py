@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._exceptions import ConfigurationError
+from ..agent._plain import plain_view
 from ..agent._plot import plot_run
 from ..agent._records import RunResult, StepRecord
 from ..agent._trace import RunPaths, read_trace, resolve_run
@@ -175,6 +176,11 @@ def show(
         _out().print(table)
     else:
         _out().print(Text("no steps recorded", style="dim"))
+    if records:  # the control terms in plain words, each with its figure (seed 000 §5.4)
+        view = plain_view(records)
+        _out().print(Text(f"In plain words — risk {view.risk}/100 ({view.risk_label}):"))
+        for line in view.lines:
+            _out().print(Text(f"  {line.plain}: {line.figure}"), soft_wrap=True)
     _out().print(_summary(paths, records, result), soft_wrap=True)
 
 

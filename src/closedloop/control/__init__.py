@@ -39,7 +39,23 @@ from ._schedules import (
     schedule_timeout_ms,
 )
 
+# --- adaptive gains (helper: advanced control, issue 11) ---
+# isort: split
+from ._gains import (
+    DEFAULT_GAIN_KEY,
+    GAIN_LIMITS,
+    GainChoice,
+    GainPredictor,
+    Gains,
+    GainTable,
+    choose_gains,
+)
+from ._tuning import DEFAULT_LEVELS, TuningResult, tune_gains
+
 __all__ = [
+    "DEFAULT_GAIN_KEY",
+    "DEFAULT_LEVELS",
+    "GAIN_LIMITS",
     "LADRC",
     "PID",
     "ActuatorSchedule",
@@ -47,6 +63,10 @@ __all__ = [
     "FOPDTPlant",
     "FeedbackIntensity",
     "FirstOrderPlant",
+    "GainChoice",
+    "GainPredictor",
+    "GainTable",
+    "Gains",
     "IncrementalPID",
     "LatencyTracker",
     "LinearESO",
@@ -62,6 +82,8 @@ __all__ = [
     "Strictness",
     "TrackingDifferentiator",
     "Trajectory",
+    "TuningResult",
+    "choose_gains",
     "fal",
     "fhan",
     "schedule_feedback_intensity",
@@ -73,4 +95,5 @@ __all__ = [
     "schedule_timeout_ms",
     "select_protocol",
     "step_metrics",
+    "tune_gains",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._validation import (
@@ -65,6 +67,42 @@ class LatencyTracker:
     def reset(self) -> None:
         """Forget every latency."""
         self._samples.clear()
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-ready snapshot: settings and the window. :meth:`from_state` inverts it."""
+        return {
+            "window": self.window,
+            "default_s": self.default_s,
+            "min_samples": self.min_samples,
+            "slow_threshold_s": self.slow_threshold_s,
+            "samples": list(self._samples),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> LatencyTracker:
+        """Rebuild a tracker from :meth:`state`, with the same window of latencies."""
+        try:
+            tracker = cls(
+                state["window"],
+                state["default_s"],
+                state["min_samples"],
+                slow_threshold_s=state["slow_threshold_s"],
+            )
+            samples = state["samples"]
+        except (KeyError, TypeError):
+            raise ConfigurationError(
+                "state", state, "must be a mapping as LatencyTracker.state() returns"
+            ) from None
+        tracker.load(samples)
+        return tracker
+
+    def load(self, samples: Any) -> None:
+        """Replace the window with ``samples`` (oldest first; the newest ``window`` are kept)."""
+        if isinstance(samples, str | bytes) or not isinstance(samples, list | tuple):
+            raise ConfigurationError("samples", samples, "must be a list of latencies")
+        checked = [require_non_negative("samples", s) for s in samples]
+        self._samples.clear()
+        self._samples.extend(checked)
 
     def record(self, latency_s: float) -> None:
         """Add one observed latency (seconds, ≥ 0)."""

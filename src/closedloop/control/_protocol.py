@@ -8,8 +8,9 @@ human). The default boundaries are 0.4, 0.6 and 0.8.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._validation import require_finite, require_unit_interval
@@ -102,6 +103,31 @@ class ProtocolSelector:
         else:
             self._level = min(self._level, _level(f, self._lowered))
         return _ORDER[self._level]
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-ready snapshot (thresholds, hysteresis, level); :meth:`from_state` inverts it."""
+        return {
+            "thresholds": list(self.thresholds),
+            "hysteresis": self.hysteresis,
+            "level": self._level,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ProtocolSelector:
+        """Rebuild a selector from :meth:`state`, at the level it had reached."""
+        try:
+            selector = cls(state["thresholds"], state["hysteresis"])
+            level = state["level"]
+        except (KeyError, TypeError):
+            raise ConfigurationError(
+                "state", state, "must be a mapping with thresholds, hysteresis and level"
+            ) from None
+        if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < len(_ORDER):
+            raise ConfigurationError(
+                "state['level']", level, f"must be an int in [0, {len(_ORDER)})"
+            )
+        selector._level = level
+        return selector
 
     def __repr__(self) -> str:
         return (

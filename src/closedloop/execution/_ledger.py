@@ -210,17 +210,55 @@ class EffectLedger:
         """Mark a claimed effect ``committed`` with its result and a commit sequence number."""
         stored_result, unstorable = self._stored_result(result)
         notes = [n for n in (note, unstorable) if n]
-        updated = record.model_copy(
-            update={
-                "status": EffectStatus.COMMITTED,
-                "result": stored_result,
-                "error": None,
-                "attempts": record.attempts if attempts is None else attempts,
-                "seq": await self._next_seq(record.task_id),
-                "note": "; ".join(notes) or None,
-            }
-        )
+        fields = {
+            "status": EffectStatus.COMMITTED,
+            "result": stored_result,
+            "error": None,
+            "attempts": record.attempts if attempts is None else attempts,
+            "note": "; ".join(notes) or None,
+        }
+        if getattr(type(self.store), "record_put_many", None) is not None:
+            return await self._commit_with_seq(record, fields)
+        updated = record.model_copy(update={**fields, "seq": await self._next_seq(record.task_id)})
         return await self._write(updated, record.version)
+
+    async def _commit_with_seq(
+        self, record: EffectRecord, fields: Mapping[str, Any]
+    ) -> EffectRecord:
+        """Take the sequence number and commit the entry in one write (one durable commit).
+
+        A lost race on the counter is retried; a lost race on the entry itself is another
+        worker's commit and raises, as a plain commit would.
+        """
+        namespace = f"{self.namespace}.seq"
+        for _ in range(_SEQ_CAS_ATTEMPTS):
+            current = await self.store.record_get(namespace, record.task_id)
+            seq = 1 if current is None else int(current.value["seq"]) + 1
+            updated = record.model_copy(update={**fields, "seq": seq})
+            try:
+                stored = await self.store.record_put_many(  # type: ignore[attr-defined]
+                    [
+                        (
+                            namespace,
+                            record.task_id,
+                            {"seq": seq},
+                            0 if current is None else current.version,
+                        ),
+                        (
+                            self.namespace,
+                            record.key,
+                            updated.model_dump(mode="json"),
+                            record.version,
+                        ),
+                    ]
+                )
+            except StaleStateError:
+                entry = await self.store.record_get(self.namespace, record.key)
+                if entry is None or entry.version != record.version:
+                    raise
+                continue
+            return updated.model_copy(update={"version": stored[1].version})
+        raise LedgerError(f"task {record.task_id!r}: could not take a commit sequence number")
 
     async def record_committed(
         self,

@@ -40,6 +40,7 @@ from ._healing import (
 )
 from ._json import JSONValue
 from ._memory import MemoryStore
+from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
 from ._sync import SyncStore
@@ -68,6 +69,7 @@ __all__ = [
     "OpenCircuit",
     "RateLimited",
     "Record",
+    "RedisStore",
     "SQLiteStore",
     "SchemaDrift",
     "ServerError",

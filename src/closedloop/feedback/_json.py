@@ -49,7 +49,73 @@ def check_json(value: Any, path: str = "data") -> Any:
     path of the first offending part: non-string keys, NaN/infinity, sets, arbitrary
     objects, cycles, strings that are not valid Unicode, nesting past :data:`MAX_DEPTH`.
     """
+    try:
+        return _copy(value, 0, set())
+    except _Refused:
+        pass
+    # Slow path, only for bad input: walk again, this time tracking where we are, so the
+    # error names the exact path (building that path for every good value costs more than
+    # the whole check).
     return _check(value, path, 0, set())
+
+
+class _Refused(Exception):
+    """The fast copy met something it does not accept; the slow walk says what and where."""
+
+
+def _copy(value: Any, depth: int, seen: set[int]) -> Any:
+    # Exact types first: agent state is almost all plain str/int/dict/list.
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Refused from None
+        return value
+    if value is None or kind is bool or kind is int:
+        return value
+    if kind is float:
+        if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
+            return value
+        raise _Refused
+    if depth >= MAX_DEPTH:
+        raise _Refused
+    if kind is dict:
+        marker = id(value)
+        if marker in seen:
+            raise _Refused
+        seen.add(marker)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Refused
+            kind = type(item)
+            if (kind is str and item.isascii()) or item is None or kind is int or kind is bool:
+                out[key] = item
+            else:
+                out[key] = _copy(item, depth + 1, seen)
+        seen.discard(marker)
+        return out
+    if kind is list or kind is tuple:
+        marker = id(value)
+        if marker in seen:
+            raise _Refused
+        seen.add(marker)
+        items = [
+            item
+            if (type(item) is str and item.isascii()) or item is None or type(item) is int
+            else _copy(item, depth + 1, seen)
+            for item in value
+        ]
+        seen.discard(marker)
+        return items
+    # Subclasses (StrEnum members), other mappings, anything else: the careful walk
+    # converts what it can; what it refuses is walked again from the top for its path.
+    try:
+        return _check(value, "", depth, seen)
+    except StateSerializationError:
+        raise _Refused from None
 
 
 def _check(value: Any, path: str, depth: int, seen: set[int]) -> Any:

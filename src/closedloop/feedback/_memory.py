@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -254,6 +254,42 @@ class MemoryStore(BaseStore):
             )
             self._records[(namespace, key)] = record
         return record
+
+    async def record_put_many(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[Record]:
+        """Conditional record writes, all or none: every version is checked first."""
+        checked: list[tuple[str, str, dict[str, Any], int | None]] = []
+        for namespace, key, value, expected_version in items:
+            namespace, key = self._check_record_key(namespace, key)
+            expected = (
+                None if expected_version is None else self._check_expected_version(expected_version)
+            )
+            plain, _ = self._check_document(
+                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            )
+            checked.append((namespace, key, plain, expected))
+        now = await self._enter()
+        with self._lock:
+            versions: dict[tuple[str, str], int] = {}
+            for namespace, key, _, expected in checked:
+                old = self._records.get((namespace, key))
+                actual = versions.get((namespace, key), None if old is None else old.version)
+                if expected is not None and (actual or 0) != expected:
+                    raise self._stale(record_name(namespace, key), expected, actual)
+                versions[(namespace, key)] = (actual or 0) + 1
+            out = []
+            for namespace, key, plain, _ in checked:
+                record = Record(
+                    namespace=namespace,
+                    key=key,
+                    version=versions[(namespace, key)],
+                    value=freeze_mapping(plain),
+                    updated_at=now,
+                )
+                self._records[(namespace, key)] = record
+                out.append(record)
+        return out
 
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""

@@ -13,7 +13,7 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import MappingProxyType
@@ -282,19 +282,77 @@ class SQLiteStore(BaseStore):
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
-            old = self._fetch_live(conn, session_id, now)
-            if old[0] != expected:
-                raise self._stale(session_id, expected, old[0])
-            expires = merge_field_expiry(decode_document(old[2]), plain, ttls, now)
-            row: _Row = (old[0] + 1, text, encode_document(expires), old[3], now, old[5], old[6])
-            conn.execute(
-                "UPDATE sessions SET version = ?, data = ?, field_expires = ?, "
-                "next_field_expiry = ?, updated_at = ? WHERE session_id = ?",
-                (row[0], text, row[2], _next_expiry(expires), now, session_id),
-            )
-            return _snapshot(session_id, row, now)
+            return self._put_in(conn, session_id, expected, plain, text, ttls, now)
 
         return await self._call(run, write=True)
+
+    async def put_with_records(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> Snapshot:
+        """:meth:`put` and unconditional record writes in one transaction (one commit)."""
+        session_id = self._check_session_id(session_id)
+        expected = self._check_expected_version(expected_version)
+        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
+        rows: list[tuple[str, str, str]] = []
+        for namespace, key, value in records:
+            namespace, key = self._check_record_key(namespace, key)
+            _, value_text = self._check_document(
+                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            )
+            rows.append((namespace, key, value_text))
+        now = self._now()
+
+        def run(conn: sqlite3.Connection) -> Snapshot:
+            snapshot = self._put_in(conn, session_id, expected, plain, text, {}, now)
+            for namespace, key, value_text in rows:
+                conn.execute(
+                    "INSERT INTO records (namespace, key, version, value, updated_at) "
+                    "VALUES (?, ?, 1, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET "
+                    "version = version + 1, value = excluded.value, "
+                    "updated_at = excluded.updated_at",
+                    (namespace, key, value_text, now),
+                )
+            return snapshot
+
+        return await self._call(run, write=True)
+
+    def _put_in(
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
+        now: float,
+    ) -> Snapshot:
+        old = self._fetch_live(conn, session_id, now)
+        if old[0] != expected:
+            raise self._stale(session_id, expected, old[0])
+        old_expires: dict[str, float] = decode_document(old[2])
+        expires = merge_field_expiry(old_expires, plain, ttls, now)
+        row: _Row = (old[0] + 1, text, encode_document(expires), old[3], now, old[5], old[6])
+        conn.execute(
+            "UPDATE sessions SET version = ?, data = ?, field_expires = ?, "
+            "next_field_expiry = ?, updated_at = ? WHERE session_id = ?",
+            (row[0], text, row[2], _next_expiry(expires), now, session_id),
+        )
+        if not expires:  # the common case: build the snapshot from the checked copy
+            return Snapshot(
+                session_id=session_id,
+                version=row[0],
+                data=freeze_mapping(plain),
+                created_at=row[3],
+                updated_at=now,
+                expires_at=row[6],
+                field_expires_at=MappingProxyType({}),
+            )
+        return _snapshot(session_id, row, now)
 
     async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
         """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
@@ -395,7 +453,7 @@ class SQLiteStore(BaseStore):
         expected = (
             None if expected_version is None else self._check_expected_version(expected_version)
         )
-        _, text = self._check_document(
+        plain, text = self._check_document(
             value, argument="value", what=f"record {record_name(namespace, key)!r}"
         )
         now = self._now()
@@ -413,7 +471,58 @@ class SQLiteStore(BaseStore):
                 "VALUES (?, ?, ?, ?, ?)",
                 (namespace, key, version, text, now),
             )
-            return _record((namespace, key, version, text, now))
+            return Record(
+                namespace=namespace,
+                key=key,
+                version=version,
+                value=freeze_mapping(plain),
+                updated_at=now,
+            )
+
+        return await self._call(run, write=True)
+
+    async def record_put_many(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[Record]:
+        """Conditional record writes, all or none, in one transaction."""
+        checked: list[tuple[str, str, dict[str, Any], str, int | None]] = []
+        for namespace, key, value, expected_version in items:
+            namespace, key = self._check_record_key(namespace, key)
+            expected = (
+                None if expected_version is None else self._check_expected_version(expected_version)
+            )
+            plain, text = self._check_document(
+                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            )
+            checked.append((namespace, key, plain, text, expected))
+        now = self._now()
+
+        def run(conn: sqlite3.Connection) -> list[Record]:
+            out: list[Record] = []
+            for namespace, key, plain, text, expected in checked:
+                row = conn.execute(
+                    "SELECT version FROM records WHERE namespace = ? AND key = ?",
+                    (namespace, key),
+                ).fetchone()
+                actual: int | None = None if row is None else row[0]
+                if expected is not None and (actual or 0) != expected:
+                    raise self._stale(record_name(namespace, key), expected, actual)
+                version = (actual or 0) + 1
+                conn.execute(
+                    "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (namespace, key, version, text, now),
+                )
+                out.append(
+                    Record(
+                        namespace=namespace,
+                        key=key,
+                        version=version,
+                        value=freeze_mapping(plain),
+                        updated_at=now,
+                    )
+                )
+            return out  # a conflict above raised: the transaction rolls back whole
 
         return await self._call(run, write=True)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -277,6 +277,39 @@ class BaseStore(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release the backend; later operations raise ``StoreUnavailableError``."""
+
+    async def put_with_records(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> Snapshot:
+        """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records.
+
+        The records are written only if the put succeeds. Here they follow it one by one;
+        a backend that can (``SQLiteStore``) writes all of it in one transaction, so a
+        step's state and its bookkeeping cost one durable commit instead of several.
+        """
+        snapshot = await self.put(session_id, data, expected_version=expected_version)
+        for namespace, key, value in records:
+            await self.record_put(namespace, key, value)
+        return snapshot
+
+    async def record_put_many(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[Record]:
+        """Several :meth:`record_put` calls, ``(namespace, key, value, expected_version)``.
+
+        Here they run one by one, so a conflict on a later item leaves the earlier ones
+        written; ``MemoryStore`` and ``SQLiteStore`` check every version first and write
+        all or nothing, in one transaction (one durable commit).
+        """
+        return [
+            await self.record_put(namespace, key, value, expected_version=expected)
+            for namespace, key, value, expected in items
+        ]
 
     # --- the shared read-modify-CAS loop -------------------------------------------------
 

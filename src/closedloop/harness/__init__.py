@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ._auto import Auto, auto, strategy_from_spec
 from ._bench import BenchConfig, BenchReport, LoopGainStop, render_report, run_refine_bench
+from ._cache import GenerationCache, default_generation_cache_path
 from ._diagnosis import (
     Diagnosis,
     ModelDiagnoser,
@@ -86,6 +87,7 @@ __all__ = [
     "Evaluator",
     "Feedback",
     "Generation",
+    "GenerationCache",
     "Generator",
     "HumanEvalProblem",
     "Interval",
@@ -112,6 +114,7 @@ __all__ = [
     "auto",
     "blind_retry",
     "choose_strategy",
+    "default_generation_cache_path",
     "diagnose",
     "extract_code",
     "humaneval_data_path",

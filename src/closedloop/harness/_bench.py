@@ -17,10 +17,10 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +29,7 @@ from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least
 from ..models import Model, load_model
 from ._auto import strategy_from_spec
+from ._cache import GenerationCache
 from ._generator import Generation, ModelGenerator
 from ._humaneval import load_humaneval
 from ._refiner import Refiner, SandboxEvaluator
@@ -73,12 +74,26 @@ class BenchConfig:
     max_tokens: int = 768
     loopgain: bool = True
     out: Path | None = None
+    # A SQLite file that keeps generations between runs (None: in memory, this run only).
+    cache_path: Path | None = None
+    # llama.cpp threads for a local model (None: every core). On cores shared with other
+    # work, one thread avoids the spin-waits of a thread whose partner was descheduled.
+    threads: int | None = None
+    # (k, n): only every n-th task from the k-th (1-based). Shards sharing ``cache_path``
+    # split a long run between processes; a run without a shard then reads them all back.
+    shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.tasks not in ("seed", "humaneval"):
             raise ConfigurationError("tasks", self.tasks, "must be 'seed' or 'humaneval'")
         if self.limit is not None:
             require_int_at_least("limit", self.limit, 1)
+        if self.threads is not None:
+            require_int_at_least("threads", self.threads, 1)
+        if self.shard is not None:
+            k, n = self.shard
+            if not 1 <= k <= n:
+                raise ConfigurationError("shard", self.shard, "must be (k, n) with 1 <= k <= n")
         require_int_at_least("rounds", self.rounds, 1)
         if not self.strategies:
             raise ConfigurationError("strategies", self.strategies, "name at least one")
@@ -184,6 +199,8 @@ class BenchReport:
                 "temperature": cfg.temperature,
                 "seed": cfg.seed,
                 "max_tokens": cfg.max_tokens,
+                "threads": cfg.threads,
+                "shard": None if cfg.shard is None else list(cfg.shard),
             },
             "tasks": self.tasks,
             "wall_s": self.wall_s,
@@ -218,6 +235,19 @@ def _tasks(config: BenchConfig) -> list[Task]:
     return [p.task() for p in load_humaneval(limit=config.limit)]
 
 
+class TaskExecutor(Protocol):
+    """Runs each task (round 1 and every strategy) elsewhere and merges the reports, e.g.
+    ``closedloop.bench.RayExecutor``, whose workers build the model from ``config.model``."""
+
+    async def run_refine(
+        self,
+        config: BenchConfig,
+        tasks: Sequence[Task],
+        *,
+        progress: Callable[[str], None] | None = None,
+    ) -> BenchReport: ...
+
+
 async def run_refine_bench(
     config: BenchConfig,
     *,
@@ -226,13 +256,31 @@ async def run_refine_bench(
     evaluator: SandboxEvaluator | None = None,
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    executor: TaskExecutor | None = None,
 ) -> BenchReport:
-    """Run every strategy on every task; ``model``/``tasks`` override the config's."""
+    """Run every strategy on every task; ``model``/``tasks`` override the config's.
+
+    ``executor`` runs the tasks elsewhere (each builds its own model and evaluator)."""
     say = progress or (lambda _msg: None)
     started = clock()
-    model = model if model is not None else load_model(config.model)
     task_list = list(tasks) if tasks is not None else _tasks(config)
-    cache: dict[str, Generation] = {}
+    if config.shard is not None:
+        k, n = config.shard
+        task_list = task_list[k - 1 :: n]
+    if executor is not None:
+        if model is not None or evaluator is not None:
+            raise ConfigurationError("executor", executor, "builds its own model and evaluator")
+        report = await executor.run_refine(config, task_list, progress=say)
+        report.wall_s = clock() - started
+        if config.out is not None:
+            write_outputs(report, config.out)
+        return report
+    if model is None:
+        options = {} if config.threads is None else {"n_threads": config.threads}
+        model = load_model(config.model, **options)
+    cache: MutableMapping[str, Generation] = (
+        GenerationCache(config.cache_path) if config.cache_path is not None else {}
+    )
     generator = ModelGenerator(
         model, temperature=config.temperature, max_tokens=config.max_tokens, cache=cache
     )

@@ -9,6 +9,7 @@ request gives the same answer, so a cache changes cost, never results.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -20,7 +21,7 @@ from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive
 from ..models import Message, Model
 
-__all__ = ["Generation", "Generator", "ModelGenerator", "extract_code"]
+__all__ = ["Generation", "Generator", "ModelGenerator", "extract_code", "tidy_code"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = frozenset({"", "python", "py", "python3"})
@@ -38,13 +39,71 @@ def extract_code(text: str, entry_point: str | None = None) -> str:
         str(m.group(2)) for m in _FENCE.finditer(text) if m.group(1).lower() in _PY_TAGS
     ]
     if not blocks:
-        return text.strip() + "\n" if text.strip() else ""
+        return tidy_code(text.strip() + "\n", entry_point) if text.strip() else ""
     if entry_point:
         pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(entry_point)}\b", re.M)
         defining = [body for body in blocks if pattern.search(body)]
         if defining:
-            return max(defining, key=len).strip() + "\n"
-    return max(blocks, key=len).strip() + "\n"
+            return tidy_code(max(defining, key=len).strip() + "\n", entry_point)
+    return tidy_code(max(blocks, key=len).strip() + "\n", entry_point)
+
+
+def _defines(tree: ast.Module, entry_point: str | None) -> bool:
+    names = {
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    return bool(names) if entry_point is None else entry_point in names
+
+
+def _is_demo(node: ast.stmt, defined: set[str]) -> bool:
+    """A top-level statement that only tries the code out: a print, an assert, a call of a
+    function the answer defines, an ``if __name__ == "__main__":`` block."""
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, ast.Expr):
+        if isinstance(node.value, ast.Call):
+            func = node.value.func
+            return isinstance(func, ast.Name) and (func.id == "print" or func.id in defined)
+        # A bare name or value (a demo cut off after ``print``) does nothing but may raise.
+        return not isinstance(node.value, ast.Constant)
+    if isinstance(node, ast.If):
+        test = ast.unparse(node.test).replace("'", '"')
+        return test in ('__name__ == "__main__"', '"__main__" == __name__')
+    return False
+
+
+def tidy_code(code: str, entry_point: str | None = None) -> str:
+    """Drop what only demonstrates the code, and a tail cut off by the token limit.
+
+    Small models often append usage examples (prints, asserts, a ``__main__`` block) and,
+    at the token limit, stop in the middle of one: a syntax error, or a demo that raises
+    while the module loads, would fail a correct function. Like the stop sequences of the
+    usual HumanEval harnesses, this keeps the definitions. The code is cut by lines, never
+    rewritten, so line numbers in later error messages still match the answer. Code that
+    defines nothing (or not ``entry_point``) is returned as it is: its failure is honest.
+    """
+    lines = code.splitlines(keepends=True)
+    tree: ast.Module | None = None
+    for end in range(len(lines), 0, -1):
+        try:
+            tree = ast.parse("".join(lines[:end]))
+        except SyntaxError:
+            continue
+        if not _defines(tree, entry_point):
+            return code
+        lines = lines[:end]
+        break
+    if tree is None:
+        return code
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    drop: set[int] = set()
+    for node in tree.body:
+        if _is_demo(node, defined) and node.end_lineno is not None:
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    kept = "".join(line for i, line in enumerate(lines) if i not in drop)
+    return kept.rstrip() + "\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,16 @@ def _install_hook(root: str) -> None:
     root = os.path.realpath(root)
     busy = [False]
 
+    def other_process(path: Any) -> bool:
+        # /proc/<pid>/ of another process (the harness's own environ, say) is readable by
+        # the same uid whatever the sandbox does; only this process's own entries are fine.
+        if isinstance(path, int):
+            return False
+        parts = os.path.normpath(os.path.abspath(os.fsdecode(path))).split(os.sep)
+        if len(parts) < 3 or parts[1] != "proc":
+            return False
+        return (parts[2].isdigit() and int(parts[2]) != os.getpid()) or parts[2] == "thread-self"
+
     def inside(path: Any) -> bool:
         if isinstance(path, int):
             return True  # an already open descriptor: its opening was checked
@@ -139,6 +149,8 @@ def _install_hook(root: str) -> None:
                 )
                 if writes and not inside(path):
                     refuse(f"writing outside the working directory ({path!r})", event)
+                if other_process(path):
+                    refuse(f"reading another process's files ({path!r})", event)
             elif event in _PATH_EVENTS:
                 for arg in args[:2]:
                     if isinstance(arg, str | bytes | os.PathLike) and not inside(arg):

@@ -6,8 +6,10 @@
   preventive hints about related code paths, and an intensity (light / medium / heavy)
   set by a PID controller on the error ``1 − score``; gains are reduced for an aggressive
   prompt and after a regression (seed 003 experiment B1). Light and medium feedback come
-  with the last code to edit; heavy feedback asks for a new implementation and leaves the
-  old code out, so it cannot anchor the answer.
+  with the best code so far to edit; heavy feedback asks for a new implementation and
+  leaves the old code out, so it cannot anchor the answer. A small model shown its code
+  tends to hand it back unchanged; when it does, the next round is heavy whatever ``u``
+  says. The wording lives in ``_prompts``.
 - :func:`interval`: evaluate only every n-th round (experiment B2); in between, the
   generator keeps working on the last feedback.
 
@@ -17,7 +19,7 @@ holds the run's state (the PID controller) and is asked for each round's message
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,6 +28,19 @@ from .._validation import require_int_at_least, require_non_negative, require_un
 from ..control import PID, FeedbackIntensity, LyapunovVerdict, schedule_feedback_intensity
 from ..models import Message
 from ._diagnosis import diagnose
+from ._prompts import (
+    ANSWER,
+    PRECISE_ANSWER,
+    SYSTEM_PROMPT,
+    continue_messages,
+    failure_lines,
+    fresh_messages,
+    initial_messages,
+    level_action,
+    missing_entry_point,
+    same_code,
+    skeleton,
+)
 from ._results import RefinementRound
 from ._tasks import Task
 
@@ -46,51 +61,7 @@ __all__ = [
     "self_refine",
 ]
 
-SYSTEM_PROMPT = (
-    "You are an expert Python programmer. Write correct, complete, self-contained Python "
-    "code. Answer with a single ```python code block."
-)
-_ANSWER = "Answer with the complete corrected code in a single ```python block."
-_LEVEL_ACTION: dict[FeedbackIntensity, str] = {
-    FeedbackIntensity.LIGHT: (
-        "The overall design is right; fix only the specific bugs. Keep the structure and "
-        "change only the faulty parts, and check related code for the same mistake."
-    ),
-    FeedbackIntensity.MEDIUM: (
-        "The code has structural problems. Restructure the faulty parts, but keep the "
-        "logic that already works."
-    ),
-    FeedbackIntensity.HEAVY: (
-        "The earlier attempt (not shown) had many problems. Write a new implementation; "
-        "consider a different data structure or algorithm."
-    ),
-}
 _AGGRESSIVE = "Rewrite all related code thoroughly."
-
-
-def initial_messages(task: Task) -> tuple[Message, ...]:
-    """Round 1 (and every round of blind retry): the system prompt and the task."""
-    return (
-        Message(role="system", content=SYSTEM_PROMPT),
-        Message(role="user", content=task.prompt),
-    )
-
-
-def _fresh(task: Task, feedback: str) -> tuple[Message, ...]:
-    # Heavy intensity means "change the approach": the old code is left out so that it
-    # does not anchor the next answer; the failures it caused are still described.
-    return (
-        Message(role="system", content=SYSTEM_PROMPT),
-        Message(role="user", content=f"{task.prompt}\n\n{feedback}"),
-    )
-
-
-def _continue(task: Task, code: str, feedback: str) -> tuple[Message, ...]:
-    return (
-        *initial_messages(task),
-        Message(role="assistant", content=f"```python\n{code.rstrip()}\n```"),
-        Message(role="user", content=feedback),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +73,7 @@ class Feedback:
     control: float | None = None
     level: FeedbackIntensity | None = None
     gains: tuple[float, float, float] | None = None
+    facts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +185,8 @@ class _SelfRefineSession:
         return True
 
     def feedback(self, ctx: StrategyContext) -> Feedback:
-        text = f"{_score_line(ctx.last)} Review it and improve it. {_ANSWER}"
-        return Feedback(messages=_continue(ctx.task, ctx.last.code, text), text=text)
+        text = f"{_score_line(ctx.last)} Review it and improve it. {ANSWER}"
+        return Feedback(messages=continue_messages(ctx.task, ctx.last.code, text), text=text)
 
 
 def self_refine() -> SelfRefine:
@@ -244,6 +216,10 @@ class PIDFeedback:
         min_gain_scale: the gains are never scaled below this share of the original.
         max_failures: at most this many failing checks are listed (the rest are counted).
         per_pattern: at most this many examples of one failure pattern are listed.
+        hints: at most this many preventive hints at light and medium intensity (one at
+            heavy, where the failing checks matter most).
+        escalate_on_repeat: when the model hands back a program it already wrote, the
+            next feedback is heavy whatever ``u`` says (the push had no effect).
         target: the score the controller drives toward.
     """
 
@@ -256,6 +232,8 @@ class PIDFeedback:
     min_gain_scale: float = 0.25
     max_failures: int = 8
     per_pattern: int = 3
+    hints: int = 2
+    escalate_on_repeat: bool = True
     target: float = 1.0
 
     def __post_init__(self) -> None:
@@ -265,6 +243,7 @@ class PIDFeedback:
         require_unit_interval("min_gain_scale", self.min_gain_scale)
         require_int_at_least("max_failures", self.max_failures, 1)
         require_int_at_least("per_pattern", self.per_pattern, 1)
+        require_int_at_least("hints", self.hints, 0)
         require_unit_interval("target", self.target)
         schedule_feedback_intensity(self.thresholds)  # validates the thresholds
 
@@ -318,58 +297,87 @@ class _PIDSession:
             self.u = self.pid(last.score, dt=1.0)
             self.measured = last.index
         level = schedule_feedback_intensity(c.thresholds)(self.u)
-        text = self._text(ctx, last, level, ctx.note)
+        repeated = c.escalate_on_repeat and _repeated(ctx.history)
+        if level is not FeedbackIntensity.HEAVY and repeated:
+            # The actuator had no effect: shown its code, the model handed it back. A
+            # gentler or equal push would only be copied again, so this round goes heavy.
+            level = FeedbackIntensity.HEAVY
         heavy = level is FeedbackIntensity.HEAVY
+        # Light and medium edit the best code so far (after a regression, not the worse
+        # last one); heavy describes the latest failures and shows no code at all.
+        base = last if heavy else _best(ctx.history)
+        facts, action = self._text(ctx, base, level, ctx.note)
+        text = f"{facts}\n{action}"
         return Feedback(
-            messages=_fresh(ctx.task, text) if heavy else _continue(ctx.task, ctx.last.code, text),
+            messages=fresh_messages(ctx.task, text)
+            if heavy
+            else continue_messages(ctx.task, base.code, text),
             text=text,
             control=self.u,
             level=level,
             gains=self._gains(),
+            facts=facts,
         )
 
-    def _examples(self, patterns: Mapping[str, tuple[str, ...]], names: list[str]) -> set[str]:
+    def _examples(self, patterns: Mapping[str, tuple[str, ...]], names: list[str]) -> list[str]:
         """A few failing checks per pattern: a small model reads three examples of one bug
         better than ten."""
         c = self.config
         shown: set[str] = set()
         for group in patterns.values():
             shown.update(group[: c.per_pattern])
-        return set([n for n in names if n in shown][: c.max_failures])
+        return [n for n in names if n in shown][: c.max_failures]
 
     def _text(
         self,
         ctx: StrategyContext,
-        last: RefinementRound,
+        base: RefinementRound,
         level: FeedbackIntensity,
         note: str | None,
-    ) -> str:
-        assert last.evaluation is not None
-        ev = last.evaluation
-        d = diagnose(ev, ctx.task, last.code)
-        lines = [_score_line(last), f"Control signal u = {self.u:.3f} ({level} intensity)."]
-        failures = ev.failures
-        if failures and ev.status.value in ("passed", "failed"):
-            lines.append("Failed tests:")
-            shown = self._examples(d.patterns, [f.name for f in failures])
-            lines += [f"- {f.describe()}" for f in failures if f.name in shown]
-            if len(failures) > len(shown):
-                lines.append(f"- ... and {len(failures) - len(shown)} more like these")
-        diagnosis = d.lines()
-        if diagnosis:
-            lines.append("Diagnosis:")
-            lines += [f"- {line}" for line in diagnosis]
+    ) -> tuple[str, str]:
+        """(the facts, what to do about them)."""
+        assert base.evaluation is not None
+        ev = base.evaluation
+        d = diagnose(ev, ctx.task, base.code)
+        shown = self._examples(d.patterns, [f.name for f in ev.failures])
+        heavy = level is FeedbackIntensity.HEAVY
+        lines = failure_lines(
+            ev,
+            d,
+            ctx.task,
+            shown=shown,
+            heavy=heavy,
+            hints=1 if heavy else self.config.hints,
+            code=base.code,
+        )
         if note:
             lines.append(f"A reviewer's reading: {note}")
-        if d.hints:
-            lines.append("Also check (related code paths):")
-            lines += [f"- {hint}" for hint in d.hints]
-        action = _LEVEL_ACTION[level]
+        action = level_action(level)
         if self.config.aggressive:
             action = f"{action} {_AGGRESSIVE}"
-        lines.append(f"Action: {action}")
-        lines.append(_ANSWER)
-        return "\n".join(lines)
+        action = f"{action}\n{PRECISE_ANSWER}"
+        shape = skeleton(ctx.task, base.code) if missing_entry_point(ev) else None
+        if shape is not None:
+            # Last, where a small model looks: the shape to complete, not a rule to follow.
+            action = f"{action}\nComplete this top-level definition (not a method):\n{shape}"
+        return "\n".join(lines), action
+
+
+def _best(history: Sequence[RefinementRound]) -> RefinementRound:
+    """The best evaluated round (the latest of equal scores: it has the newest fixes)."""
+    best: RefinementRound | None = None
+    for r in history:
+        if r.score is not None and (best is None or best.score is None or r.score >= best.score):
+            best = r
+    if best is None:
+        raise ConfigurationError("history", history, "no evaluated round")
+    return best
+
+
+def _repeated(history: Sequence[RefinementRound]) -> bool:
+    """Whether the latest round's code is a program an earlier round already produced."""
+    *earlier, last = history
+    return bool(earlier) and any(same_code(r.code, last.code) for r in earlier)
 
 
 def pid_feedback(
@@ -383,6 +391,8 @@ def pid_feedback(
     min_gain_scale: float = 0.25,
     max_failures: int = 8,
     per_pattern: int = 3,
+    hints: int = 2,
+    escalate_on_repeat: bool = True,
     target: float = 1.0,
 ) -> PIDFeedback:
     """PID-set precise feedback (seed 003's "PID-enhanced mode"); see :class:`PIDFeedback`."""
@@ -396,6 +406,8 @@ def pid_feedback(
         min_gain_scale=min_gain_scale,
         max_failures=max_failures,
         per_pattern=per_pattern,
+        hints=hints,
+        escalate_on_repeat=escalate_on_repeat,
         target=target,
     )
 
@@ -439,13 +451,22 @@ class _IntervalSession:
         if ctx.last.evaluated or self.last is None:
             self.last = self.inner.feedback(ctx)
             return self.last
-        earlier = self.last.text or "Improve the code."
-        text = (
-            "Your latest version was not tested this round. The last test run said:\n"
-            f"{earlier}\nMake sure your latest code addresses all of it."
-        )
+        if self.last.facts is not None:
+            # Only the facts: the earlier action ("write it from scratch") would contradict
+            # the request to check the code shown.
+            text = (
+                "Your latest code has not been tested yet. An earlier version of it got this "
+                f"report:\n{self.last.facts}\nCheck your latest code against every failing "
+                f"test above and fix whatever still fails. {PRECISE_ANSWER}"
+            )
+        else:
+            earlier = self.last.text or "Improve the code."
+            text = (
+                "Your latest version was not tested this round. The last test run said:\n"
+                f"{earlier}\nMake sure your latest code addresses all of it."
+            )
         return Feedback(
-            messages=_continue(ctx.task, ctx.last.code, text),
+            messages=continue_messages(ctx.task, ctx.last.code, text),
             text=text,
             control=self.last.control,
             level=self.last.level,

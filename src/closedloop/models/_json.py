@@ -61,7 +61,8 @@ def extract_json(text: str) -> str:
         if char in "{[":
             try:
                 _value, end = decoder.raw_decode(stripped, index)
-            except ValueError:
+            except (ValueError, RecursionError):
+                # Nesting deeper than the decoder's recursion limit is hostile input, not JSON.
                 continue
             return stripped[index:end]
     return stripped
@@ -80,6 +81,8 @@ def parse_structured(
         value = json.loads(candidate)
     except ValueError as exc:
         return None, f"not valid JSON: {exc}"
+    except RecursionError:
+        return None, "not valid JSON: nested deeper than the parser allows"
     error = best_match(check_schema(schema).iter_errors(value))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"

@@ -26,7 +26,7 @@ ModelFunction: TypeAlias = Callable[
 
 def estimate_tokens(text: str) -> int:
     """A rough token count (UTF-8 bytes / 4), for models that do not tokenize."""
-    return (len(text.encode("utf-8")) + 3) // 4
+    return (len(text.encode("utf-8", errors="surrogatepass")) + 3) // 4
 
 
 def _prompt_tokens(messages: Sequence[Message]) -> int:
@@ -48,7 +48,9 @@ def _to_raw(answer: object, call: CallInfo, model: str) -> RawCompletion | Compl
     finish = "stop"
     if completion_tokens > call.max_tokens:
         # Behave like a real model that hit max_tokens, so truncation paths get exercised.
-        text = text.encode("utf-8")[: call.max_tokens * 4].decode("utf-8", errors="ignore")
+        text = text.encode("utf-8", errors="surrogatepass")[: call.max_tokens * 4].decode(
+            "utf-8", errors="ignore"
+        )
         completion_tokens, finish = call.max_tokens, "length"
     return RawCompletion(
         text=text,

@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._exceptions import ClosedLoopError
 from ..agent import runs_root
@@ -32,6 +33,7 @@ from ._http import (
     BodyLimitMiddleware,
     MetricsMiddleware,
     api_error_handler,
+    http_exception_handler,
     install_log_redaction,
     unexpected_handler,
     validation_handler,
@@ -43,6 +45,7 @@ from ._runs import RunManager
 from ._sessions import router as sessions_router
 from ._settings import ServerSettings, open_store
 from ._sse import RunHub
+from ._workers import WorkerHeaderMiddleware
 
 __all__ = ["create_app"]
 
@@ -136,10 +139,13 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.service = service
     app.add_exception_handler(ApiError, api_error_handler)
+    # Unknown routes and methods answer in the service's one error shape, too.
+    app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(Exception, unexpected_handler)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
+    app.add_middleware(WorkerHeaderMiddleware)
     app.include_router(sessions_router)
     app.include_router(handover_router)
     _add_service_routes(app)

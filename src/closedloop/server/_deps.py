@@ -54,7 +54,9 @@ class Service:
         """The model agents run on (loaded once, at the first run)."""
         if self._model is None:
             chosen = self.settings.model
-            self._model = load_model(chosen if isinstance(chosen, str) else DEFAULT_MODEL)
+            self._model = load_model(
+                chosen if isinstance(chosen, str) else f"local:{DEFAULT_MODEL}"
+            )
         return self._model
 
     async def collect_garbage(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..feedback._handover import redact
@@ -26,6 +27,7 @@ __all__ = [
     "MetricsMiddleware",
     "RedactingFilter",
     "error_response",
+    "http_exception_handler",
     "install_log_redaction",
     "readable_errors",
     "validation_response",
@@ -97,6 +99,19 @@ async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
 async def validation_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     return validation_response(exc)
+
+
+async def http_exception_handler(_: Request, exc: Exception) -> JSONResponse:
+    """The framework's own errors (no such route, method not allowed) in the one error shape.
+
+    Wire with ``app.add_exception_handler(starlette.exceptions.HTTPException, ...)``.
+    """
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    detail = exc.detail if isinstance(exc.detail, str) else "request refused"
+    return error_response(
+        exc.status_code, codes.get(exc.status_code, "http_error"), detail, exc.headers
+    )
 
 
 async def unexpected_handler(request: Request, exc: Exception) -> JSONResponse:

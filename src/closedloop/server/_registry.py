@@ -201,11 +201,15 @@ class AgentRegistry:
             )
         return agent
 
-    def task_for(self, name: str, text: str, ctx: AgentContext, agent: Any) -> Any:
+    def task_for(
+        self, name: str, text: str, ctx: AgentContext, agent: Any, task_id: str | None = None
+    ) -> Any:
         """What the agent runs: for an ``Agent``, a ``Task`` (the spec's builder, else the
-        text with the agent's required fields) whose id is the run id, so the ledger and
-        the state follow it; for a runner, the builder's value or the text."""
+        text with the agent's required fields) whose id is ``task_id`` or else the run id,
+        so the ledger and the state follow it; for a runner, the builder's value or the
+        text."""
         spec = self.get(name)
+        task_id = task_id or ctx.run_id
         if not isinstance(agent, Agent):
             return spec.task(text, ctx) if spec.task is not None else text
         if spec.task is not None:
@@ -215,11 +219,11 @@ class AgentRegistry:
             return Task(
                 built.prompt,
                 required_fields=built.required_fields,
-                task_id=ctx.run_id,
+                task_id=task_id,
                 complexity=built.complexity,
                 context=built.context,
             )
-        return Task(text, required_fields=agent.required_fields, task_id=ctx.run_id)
+        return Task(text, required_fields=agent.required_fields, task_id=task_id)
 
 
 # --- the reference agents ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import StaleStateError
+from .._exceptions import ConfigurationError, StaleStateError
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
 from ..feedback import HandoverQueue, Record, StateStore
 from ..feedback._handover import redact
@@ -29,6 +30,7 @@ from ._metered import MeteredModel
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
 from ._sse import RunHub, TraceTail, step_event
+from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
 
@@ -155,17 +157,23 @@ class RunManager:
         agent_name: str,
         text: str,
         params: Mapping[str, Any],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Build the agent, record the run and start it; returns the run record.
 
         ``ConfigurationError`` (unknown agent, a factory that refuses its params) comes
-        back before anything is recorded.
+        back before anything is recorded. Runs started with the same ``idempotency_key``
+        in one session share their task id, hence their effect-ledger keys: an effect
+        the first applied is replayed to the second, never applied again.
         """
         run_id = "run_" + secrets.token_hex(8)
+        task_id = (
+            None if idempotency_key is None else idempotent_task_id(session_id, idempotency_key)
+        )
         ctx, metered, hub_sink = self._context(store, session_id, run_id, params)
         try:
             agent = await self.registry.build(agent_name, ctx)
-            task = self.registry.task_for(agent_name, text, ctx, agent)
+            task = self.registry.task_for(agent_name, text, ctx, agent, task_id)
         except BaseException:
             hub_sink.discard()
             raise
@@ -190,6 +198,8 @@ class RunManager:
             "updated_at": now,
             "timing": {"wall_s": 0.0, "model_s": 0.0, "model_calls": 0},
             "trace_path": str(self.trace_path(run_id)),
+            "worker": os.getpid(),  # the process whose asyncio task executes the run
+            "task_id": task_id,
         }
         key = run_key(session_id, run_id)
         await store.record_put(RUNS, key, record, expected_version=0)
@@ -213,7 +223,9 @@ class RunManager:
         hub_sink.agent = agent_name
         try:
             agent = await self.registry.build(agent_name, ctx)
-            task = self.registry.task_for(agent_name, str(run["task"]), ctx, agent)
+            task = self.registry.task_for(
+                agent_name, str(run["task"]), ctx, agent, run.get("task_id") or None
+            )
         except BaseException:
             hub_sink.discard()
             raise
@@ -221,6 +233,38 @@ class RunManager:
         await self.update(store, key, {"status": "running", "handover_id": handover_id})
         self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id)
         self.metrics.runs_started.labels(agent_name, "resume").inc()
+
+    def executes_here(self, store: StateStore, key: str) -> bool:
+        """Whether this process runs the asyncio task of run ``key``."""
+        return f"{store_scope(store)}/{key}" in self._local
+
+    async def recover(self, store: StateStore, run: Mapping[str, Any]) -> None:
+        """Continue a ``running`` run whose worker died, in this process, from its task state.
+
+        The agent is built afresh from the registry; ``Agent.recover`` reconciles the
+        pending effects, takes the task over by compare-and-set (a worker that was only
+        slow loses its next save) and redoes the step the task was in.
+        """
+        session_id, run_id = str(run["session_id"]), str(run["id"])
+        agent_name = str(run["agent"])
+        local_key = f"{store_scope(store)}/{run_key(session_id, run_id)}"
+        self.hub.open(local_key, await TraceTail(run.get("trace_path")).poll())
+        ctx, metered, hub_sink = self._context(store, session_id, run_id, run.get("params") or {})
+        hub_sink.agent = agent_name
+        try:
+            agent = await self.registry.build(agent_name, ctx)
+            if not isinstance(agent, Agent):
+                raise ConfigurationError("agent", agent_name, "is a runner; only an Agent recovers")
+            task = self.registry.task_for(
+                agent_name, str(run["task"]), ctx, agent, run.get("task_id") or None
+            )
+        except BaseException:
+            hub_sink.discard()
+            raise
+        key = run_key(session_id, run_id)
+        await self.update(store, key, {"worker": os.getpid()})
+        self._spawn(store, key, agent, task, ctx, metered, handover_id=None, recover=True)
+        self.metrics.runs_started.labels(agent_name, "recover").inc()
 
     def _spawn(
         self,
@@ -232,10 +276,13 @@ class RunManager:
         metered: MeteredModel,
         *,
         handover_id: str | None,
+        recover: bool = False,
     ) -> None:
         local_key = f"{store_scope(store)}/{key}"
         local = _Local(cancel=asyncio.Event(), agent_watches_cancel=isinstance(agent, Agent))
-        coro = self._execute(store, key, local_key, agent, task, ctx, metered, local, handover_id)
+        coro = self._execute(
+            store, key, local_key, agent, task, ctx, metered, local, handover_id, recover
+        )
         local.task = asyncio.get_running_loop().create_task(coro, name=f"closedloop-run {key}")
         self._local[local_key] = local
         local.task.add_done_callback(lambda _: self._local.pop(local_key, None))
@@ -251,6 +298,7 @@ class RunManager:
         metered: MeteredModel,
         local: _Local,
         handover_id: str | None,
+        recover: bool = False,
     ) -> None:
         sink = ctx.trace
         assert sink is not None
@@ -260,7 +308,7 @@ class RunManager:
         self.metrics.runs_active.inc()
         try:
             try:
-                result = await self._drive(agent, task, ctx, sink, local, handover_id)
+                result = await self._drive(agent, task, ctx, sink, local, handover_id, recover)
             finally:
                 close = getattr(agent, "aclose", None)
                 if not isinstance(agent, Agent) and callable(close):
@@ -313,9 +361,12 @@ class RunManager:
         sink: TraceSink,
         local: _Local,
         handover_id: str | None,
+        recover: bool = False,
     ) -> RunResult:
         session = agent_session(ctx.session_id, ctx.run_id)
         if isinstance(agent, Agent):
+            if recover:
+                return await agent.recover(session, task=task, trace=sink, cancel=local.cancel)
             if handover_id is None:
                 return await agent.run(task, session_id=session, trace=sink, cancel=local.cancel)
             return await agent.resume(handover_id, task=task, trace=sink, cancel=local.cancel)

@@ -42,6 +42,19 @@ class SessionCreate(_Body):
         return _strict_json(value)  # type: ignore[no-any-return]
 
 
+class SessionUpdate(_Body):
+    """``PATCH /v1/sessions/{id}``: labels to set (merged into the session's metadata)."""
+
+    metadata: dict[Annotated[str, StringConstraints(max_length=64)], _Scalar] = Field(
+        default_factory=dict, max_length=32, description="labels to set or replace (scalars)"
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _strict_json(value)  # type: ignore[no-any-return]
+
+
 class RunCreate(_Body):
     """``POST /v1/sessions/{id}/runs``: which agent, the task, and the agent's params."""
 

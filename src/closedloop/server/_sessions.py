@@ -8,6 +8,7 @@ learn.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import secrets
 import warnings
@@ -16,14 +17,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from .._exceptions import ClosedLoopError, ConfigurationError
+from .._exceptions import ClosedLoopError, ConfigurationError, StaleStateError
 from ..agent import read_trace
 from ..feedback import Record, StateStore
 from ._auth import Principal
 from ._deps import SESSIONS, Service, authenticate, expired, service_of
 from ._http import ApiError
 from ._runs import RUNS, run_key
-from ._schemas import RunCreate, SessionCreate
+from ._schemas import RunCreate, SessionCreate, SessionUpdate
 from ._sse import stream_run
 
 __all__ = ["router", "run_view"]
@@ -105,14 +106,81 @@ async def list_sessions(principal: Caller, service: Svc) -> dict[str, Any]:
     return {"sessions": live}
 
 
+async def _session_record(service: Service, store: StateStore, session_id: str) -> Record:
+    await load_session(service, store, session_id)
+    record = await store.record_get(SESSIONS, session_id)
+    if record is None:
+        raise _not_found("session")
+    return record
+
+
+def _expected_version(if_match: str | None) -> int | None:
+    if if_match is None:
+        return None
+    text = if_match.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ApiError(400, "invalid_request", f"If-Match must be a session ETag, not {if_match!r}")
+    return int(text)
+
+
 @router.get("/sessions/{session_id}")
-async def get_session(session_id: str, principal: Caller, service: Svc) -> dict[str, Any]:
-    """A session and its runs."""
+async def get_session(
+    session_id: str, principal: Caller, service: Svc, response: Response
+) -> dict[str, Any]:
+    """A session and its runs; the ``ETag`` is the session's version (for ``If-Match``)."""
     store = service.scoped(principal)
-    session = await load_session(service, store, session_id)
+    record = await _session_record(service, store, session_id)
+    session = record.to_dict()
+    response.headers["ETag"] = f'"{record.version}"'
     runs = [run_view(r.to_dict()) for r in await store.record_list(RUNS, f"{session_id}/")]
     runs.sort(key=lambda r: r.get("created_at", 0.0))
     return {**session, "runs": runs}
+
+
+@router.patch("/sessions/{session_id}")
+async def update_session(
+    session_id: str,
+    body: SessionUpdate,
+    principal: Caller,
+    service: Svc,
+    response: Response,
+    if_match: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    """Merge labels into the session's metadata, by compare-and-set on its version.
+
+    With ``If-Match: "<version>"`` (the ``ETag`` of a read) the update applies only to
+    that version, else 412: of two writers racing from one read, exactly one wins. Without
+    it the update is retried on the newest version, so concurrent updates all apply, once.
+    """
+    store = service.scoped(principal)
+    expected = _expected_version(if_match)
+    for _ in range(_UPDATE_ATTEMPTS):
+        record = await _session_record(service, store, session_id)
+        if expected is not None and record.version != expected:
+            raise _conflict(session_id, expected, record.version)
+        session = record.to_dict()
+        session["metadata"] = {**session.get("metadata", {}), **body.metadata}
+        try:
+            stored = await store.record_put(
+                SESSIONS, session_id, session, expected_version=record.version
+            )
+        except StaleStateError:
+            if expected is not None:
+                raise _conflict(session_id, expected, None) from None
+            continue
+        response.headers["ETag"] = f'"{stored.version}"'
+        return {**session, "version": stored.version}
+    raise ApiError(409, "contention", "the session changed under every attempt; try again")
+
+
+_UPDATE_ATTEMPTS = 64
+
+
+def _conflict(session_id: str, expected: int, current: int | None) -> ApiError:
+    now = "" if current is None else f" (it is at {current})"
+    return ApiError(
+        412, "version_conflict", f"session {session_id} is no longer at version {expected}{now}"
+    )
 
 
 @router.delete("/sessions/{session_id}", status_code=204)
@@ -132,13 +200,23 @@ async def delete_session(session_id: str, principal: Caller, service: Svc) -> Re
 
 @router.post("/sessions/{session_id}/runs", status_code=202, tags=["runs"])
 async def create_run(
-    session_id: str, body: RunCreate, principal: Caller, service: Svc
+    session_id: str,
+    body: RunCreate,
+    principal: Caller,
+    service: Svc,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> dict[str, Any]:
-    """Start an agent on a task; it runs in the background (poll it or follow its events)."""
+    """Start an agent on a task; it runs in the background (poll it or follow its events).
+
+    Runs sent with the same ``Idempotency-Key`` in a session share one task id, so an
+    effect (an order, a payment) is applied once however often the request is retried.
+    """
     store = service.scoped(principal)
     await load_session(service, store, session_id)
     try:
-        record = await service.runs.start(store, session_id, body.agent, body.task, body.params)
+        record = await service.runs.start(
+            store, session_id, body.agent, body.task, body.params, idempotency_key
+        )
     except ConfigurationError as exc:
         raise ApiError(422, "invalid_request", str(exc)) from None
     return run_view(record)
@@ -252,6 +330,30 @@ async def run_events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+@router.post("/sessions/{session_id}/runs/{run_id}/recover", status_code=202, tags=["runs"])
+async def recover_run(
+    session_id: str, run_id: str, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """Continue, on this worker, a run whose worker died (its record still says running).
+
+    The task resumes from its last saved step: pending effects are reconciled first and a
+    committed effect is replayed, never applied again. A worker that was only slow loses
+    the task at its next save. 409 if the run is not running, or runs in this worker.
+    """
+    store = service.scoped(principal)
+    record = await load_run(service, store, session_id, run_id)
+    run = record.to_dict()
+    if run.get("status") != "running":
+        raise ApiError(409, "not_running", f"the run is {run.get('status')}, not running")
+    if service.runs.executes_here(store, record.key):
+        raise ApiError(409, "running_here", "the run is executing in this worker")
+    try:
+        await service.runs.recover(store, run)
+    except ConfigurationError as exc:
+        raise ApiError(409, "cannot_recover", str(exc)) from None
+    return {"id": run_id, "status": "recovering", "worker": os.getpid()}
 
 
 @router.post("/sessions/{session_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])

@@ -6,13 +6,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive
-from ..feedback import MemoryStore, SQLiteStore, StateStore
+from ..feedback import MemoryStore, RedisStore, SQLiteStore, StateStore
 from ..feedback._paths import default_state_path
 from ..models import Model
 from ._ratelimit import RateLimit
@@ -24,8 +23,9 @@ __all__ = ["ServerSettings", "open_store"]
 def open_store(url: str | None) -> StateStore:
     """The store a URL names: ``sqlite://PATH`` (``sqlite:///abs/path.db``; bare
     ``sqlite://`` is ``$CLOSEDLOOP_HOME/state.db``; ``?synchronous=NORMAL`` trades the
-    fsync per commit for speed, see ``SQLiteStore``), ``memory://``, or ``redis://...``
-    where this installation has a Redis store. None is the SQLite default.
+    fsync per commit for speed, see ``SQLiteStore``), ``memory://``, or a Redis URL
+    (``redis://[:password@]host:port/db``, ``rediss://`` for TLS, ``unix:///path.sock``;
+    see ``RedisStore``) that several workers share. None is the SQLite default.
     """
     if url is None:
         return SQLiteStore(default_state_path())
@@ -44,15 +44,9 @@ def open_store(url: str | None) -> StateStore:
     if url in ("memory://", "memory:"):
         return MemoryStore()
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from .. import feedback
-
-        redis_store: Any = getattr(feedback, "RedisStore", None)
-        if redis_store is None:
-            raise ConfigurationError(
-                "store", url, "this installation has no Redis store; use sqlite://PATH"
-            )
-        store: StateStore = redis_store(url)
-        return store
+        # redis-py is imported when the store is built: without it, a ConfigurationError
+        # names the ``redis`` extra instead of breaking ``import closedloop.server``.
+        return RedisStore(url)
     raise ConfigurationError("store", url, "must start with sqlite://, memory:// or redis://")
 
 

@@ -182,6 +182,7 @@
     state.points = [];
     chart.setPoints([]);
     renderActuators(null);
+    if (window.ClosedloopPlain) window.ClosedloopPlain.renderPlain($("plain"), []);
     renderRunMeta(run);
     renderRuns();
     follow(run.session_id, run.id);
@@ -200,6 +201,7 @@
       state.points[data.step] = data;
       chart.setPoints(state.points);
       renderActuators(data);
+      if (window.ClosedloopPlain) window.ClosedloopPlain.renderPlain($("plain"), state.points);
       const run = state.runs.find((r) => r.id === selected);
       if (run && (run.steps || 0) < data.step + 1) { run.steps = data.step + 1; renderRuns(); }
     } else if (type === "status" || type === "end") {

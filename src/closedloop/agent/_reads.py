@@ -1,0 +1,86 @@
+"""The loop's own retry of a failed read, driven by the step's actuator settings.
+
+The executor retries exceptions. A read tool that *answers* with a failure (a 503, a
+timeout, a 429 observation) is not an exception, so without this the model would see
+the failure and the repeat guard would refuse the model's identical second try. Here a
+read (an action whose effect class is ``recomputable``) whose answer is a passing fault
+is asked again, up to ``max_retries`` of the settings the PID scheduled for the tool,
+``retry_delay_ms`` apart (a 429's ``retry_after_s`` wins when longer, capped). An
+``empty`` answer is checked once more when the tool's error signal is high or it failed
+recently: an empty list served by a fault reads exactly like a real "no match".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .._validation import require_int_at_least, require_non_negative
+from ..perception import Observation, ObservationStatus
+
+__all__ = ["ReadRetry", "is_transient"]
+
+_HTTP = re.compile(r"\bHTTP (\d{3})\b")
+_UNREACHABLE = ("could not be reached", "connection refused", "connection reset", "unreachable")
+
+
+def is_transient(observation: Observation) -> bool:
+    """A passing fault worth asking again: a timeout, a 429, a 5xx, no connection.
+
+    A 4xx is a definite answer (the request itself is wrong) and is not retried. A
+    ``stale`` answer served in place of a failed call counts when it carries a 5xx.
+    """
+    status = observation.status
+    if status in (ObservationStatus.TIMEOUT, ObservationStatus.RATE_LIMITED):
+        return True
+    if status not in (ObservationStatus.ERROR, ObservationStatus.STALE):
+        return False
+    text = f"{observation.error or ''} {observation.meaning}"
+    code = _HTTP.search(text)
+    if code is not None:
+        return int(code.group(1)) >= 500
+    lowered = text.lower()
+    return status is ObservationStatus.ERROR and any(m in lowered for m in _UNREACHABLE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadRetry:
+    """How the loop retries a read whose answer is a passing fault.
+
+    ``enabled=False`` turns it off (the executor still retries exceptions). ``partial``
+    also retries answers that lost key fields (schema drift). ``max_backoff_s`` caps a
+    429's ``retry_after_s``. ``recheck_empty`` asks an ``empty`` read once more when the
+    tool's error signal (its control output or its last error) is at least
+    ``empty_error`` or it had a passing fault in the last ``recent_steps`` steps. ``repeats_after_fault``: how many times the model
+    may propose the same read again, right after it failed with a passing fault, without
+    the repeat guard refusing it (a real loop still stops after that).
+    """
+
+    enabled: bool = True
+    partial: bool = False
+    max_backoff_s: float = 5.0
+    recheck_empty: bool = True
+    empty_error: float = 0.5
+    recent_steps: int = 3
+    repeats_after_fault: int = 2
+
+    def __post_init__(self) -> None:
+        require_non_negative("max_backoff_s", self.max_backoff_s)
+        require_non_negative("empty_error", self.empty_error)
+        require_int_at_least("recent_steps", self.recent_steps, 0)
+        require_int_at_least("repeats_after_fault", self.repeats_after_fault, 0)
+
+    def should_retry(self, observation: Observation) -> bool:
+        """Whether this answer is a passing fault this policy asks again."""
+        if not self.enabled:
+            return False
+        if self.partial and observation.status is ObservationStatus.PARTIAL:
+            return True
+        return is_transient(observation)
+
+    def delay_s(self, observation: Observation, scheduled_ms: float) -> float:
+        """The wait before the next attempt: the scheduled delay, or a longer Retry-After."""
+        delay = max(0.0, scheduled_ms / 1000.0)
+        if observation.status is ObservationStatus.RATE_LIMITED and observation.retry_after_s:
+            delay = max(delay, min(float(observation.retry_after_s), self.max_backoff_s))
+        return delay

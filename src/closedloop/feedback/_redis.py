@@ -1,0 +1,527 @@
+"""``RedisStore``: the state store shared by several workers through one Redis server.
+
+Every write is one Lua script (see ``_redis_scripts``) that checks the version and writes
+in a single atomic step inside Redis, so two workers racing on a session or a record never
+both win. Expiry is decided from the injected clock exactly as the other stores decide it;
+Redis's own key expiry follows a little later only to reclaim memory when no one runs
+``gc``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from .._exceptions import (
+    ConfigurationError,
+    SessionNotFoundError,
+    StoreUnavailableError,
+)
+from .._validation import require_non_negative, require_positive
+from ._json import decode_document, encode_document, freeze_mapping
+from ._redis_scripts import (
+    CREATE,
+    DELETE,
+    GC_FIELDS,
+    GC_SESSIONS,
+    PUT,
+    RECORD_DELETE,
+    RECORD_LIST,
+    RECORD_PUT,
+    TOUCH,
+    pairs,
+    redact_url,
+    session_snapshot,
+    stored_record,
+)
+from ._store import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    BaseStore,
+    Record,
+    Snapshot,
+    live_fields,
+    record_name,
+)
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+
+__all__ = ["RedisStore"]
+
+_T = TypeVar("_T")
+_GC_BATCH = 500
+
+
+def _encodable(argument: str, value: str) -> str:
+    # Redis keys are bytes: a lone surrogate has no UTF-8 form.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(argument, value, "must be valid Unicode") from None
+    return value
+
+
+class RedisStore(BaseStore):
+    """A :class:`StateStore` in Redis, shared by every worker that opens the same URL.
+
+    ``url`` is a redis-py URL (``redis://[:password@]host:port/db``, ``rediss://`` for
+    TLS, ``unix:///path/redis.sock``). Keys live under ``{prefix}:`` (the braces keep
+    every key of one store in one Redis Cluster slot, so its scripts stay atomic there
+    too). Nothing connects until the first operation. When Redis cannot be reached every
+    operation raises :class:`StoreUnavailableError` naming the URL (after at most two
+    attempts of ``connect_timeout_s``/``socket_timeout_s`` each); the same object works
+    again once Redis is back.
+
+    Redis must keep acknowledged writes for the ledger's guarantees to hold across a
+    Redis crash: run it with ``appendonly yes`` and ``appendfsync always`` (or accept
+    losing up to a second of writes with ``everysec``).
+
+    A session with a TTL also gets a native Redis expiry ``native_ttl_grace_s`` after
+    its logical one, which frees its memory even if ``gc`` never runs; visibility is
+    always decided from ``clock``, as in the other stores.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "closedloop",
+        clock: Callable[[], float] = time.time,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        socket_timeout_s: float = 5.0,
+        connect_timeout_s: float = 2.0,
+        native_ttl_grace_s: float = 30.0,
+    ) -> None:
+        super().__init__(clock=clock, max_document_bytes=max_document_bytes)
+        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigurationError(
+                "url", url, "must be a redis://, rediss:// or unix:// URL string"
+            )
+        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+            raise ConfigurationError("prefix", prefix, "must be a non-empty string without braces")
+        _encodable("prefix", prefix)
+        require_positive("socket_timeout_s", socket_timeout_s)
+        require_positive("connect_timeout_s", connect_timeout_s)
+        self._grace_ms = int(require_non_negative("native_ttl_grace_s", native_ttl_grace_s) * 1000)
+        try:
+            from redis.asyncio import Redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise ConfigurationError(
+                "url",
+                redact_url(url),
+                "RedisStore needs redis-py: pip install 'closedloop[redis]'",
+            ) from None
+        self.url = url
+        self.prefix = prefix
+        self._where = redact_url(url)
+        # redis-py's own retries are off: a write resent after a lost reply must go through
+        # _call, which knows whether a repeat can be told apart from a conflict.
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_timeout": socket_timeout_s,
+            "socket_connect_timeout": connect_timeout_s,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        try:
+            self._client: Redis = Redis.from_url(url, **options)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError("url", self._where, f"not a usable Redis URL: {exc}") from None
+        self._new_client: Callable[[], Redis] = lambda: Redis.from_url(url, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        tag = "{" + prefix + "}"
+        self._session_prefix = f"{tag}:s:"
+        self._expiry_index = f"{tag}:sx"
+        self._field_index = f"{tag}:sf"
+        self._record_prefix = f"{tag}:r:"
+        self._record_index_prefix = f"{tag}:ri:"
+        register = self._client.register_script
+        self._create: AsyncScript = register(CREATE)
+        self._put: AsyncScript = register(PUT)
+        self._touch: AsyncScript = register(TOUCH)
+        self._delete: AsyncScript = register(DELETE)
+        self._gc_sessions: AsyncScript = register(GC_SESSIONS)
+        self._gc_fields: AsyncScript = register(GC_FIELDS)
+        self._record_put: AsyncScript = register(RECORD_PUT)
+        self._record_delete: AsyncScript = register(RECORD_DELETE)
+        self._record_list: AsyncScript = register(RECORD_LIST)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
+
+    # --- talking to Redis ------------------------------------------------------------------
+
+    async def _call(self, what: str, fn: Callable[[], Awaitable[_T]]) -> tuple[_T, bool]:
+        """Run ``fn`` against Redis; returns its result and whether it had to be sent twice.
+
+        One resend after a dropped connection: every write carries a token, so a script
+        that already ran the first time answers "again" instead of a conflict.
+        """
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if self._closed:
+            raise StoreUnavailableError(f"redis store {self._where} is closed")
+        for attempt in (0, 1):
+            try:
+                return await fn(), attempt > 0
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if attempt == 0 and not self._closed:
+                    continue
+                raise StoreUnavailableError(
+                    f"redis store {self._where}: cannot reach Redis during {what} ({exc}); "
+                    "check that the server is running, then retry"
+                ) from exc
+            except RedisError as exc:
+                raise StoreUnavailableError(
+                    f"redis store {self._where}: Redis refused {what} ({exc})"
+                ) from exc
+        raise AssertionError("unreachable")
+
+    def _redis(self) -> Redis:
+        """The client for the running event loop.
+
+        redis-py's connections belong to the loop that opened them; a store used from a
+        new loop (a second ``asyncio.run``) gets fresh connections instead of hanging.
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._loop is not None:
+                self._client = self._new_client()
+            self._loop = loop
+        return self._client
+
+    def _with_client(self, script: Callable[..., Awaitable[_T]]) -> Awaitable[_T]:
+        return script(client=self._redis())
+
+    def _unknown_outcome(self, what: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"redis store {self._where}: the connection dropped during {what} and the write "
+            "may or may not have been applied; read the current state before retrying"
+        )
+
+    def _session_key(self, session_id: str) -> str:
+        return self._session_prefix + _encodable("session_id", session_id)
+
+    def _record_keys(self, namespace: str) -> list[str]:
+        namespace = _encodable("namespace", namespace)
+        return [self._record_prefix + namespace, self._record_index_prefix + namespace]
+
+    async def ping(self) -> None:
+        """Check that Redis answers; ``StoreUnavailableError`` if it does not."""
+        await self._call("ping", lambda: self._redis().ping())
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def create(
+        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    ) -> Snapshot:
+        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
+        session_id = self._check_session_id(session_id)
+        ttl = self._check_ttl(ttl_s)
+        plain, text = self._check_document(
+            {} if data is None else data, argument="data", what=f"session {session_id!r}"
+        )
+        key = self._session_key(session_id)
+        now = self._now()
+        expires_at = None if ttl is None else now + ttl
+        native_ms = "" if ttl is None else str(min(int(ttl * 1000) + 1 + self._grace_ms, 10**14))
+        token = secrets.token_hex(8)
+        args = [
+            session_id,
+            repr(now),
+            text,
+            "" if ttl is None else repr(ttl),
+            "" if expires_at is None else repr(expires_at),
+            native_ms,
+            token,
+        ]
+        keys = [key, self._expiry_index, self._field_index]
+        answer, resent = await self._call(
+            "create", lambda: self._create(keys=keys, args=args, client=self._redis())
+        )
+        if answer == "exists":
+            if resent:
+                raise self._unknown_outcome(f"create of session {session_id!r}")
+            raise ConfigurationError("session_id", session_id, "a session with this id exists")
+        return Snapshot(
+            session_id=session_id,
+            version=1,
+            data=freeze_mapping(plain),
+            created_at=now,
+            updated_at=now,
+            expires_at=expires_at,
+        )
+
+    async def _hash(self, key: str) -> dict[str, str]:
+        h, _ = await self._call("get", lambda: self._redis().hgetall(key))
+        return cast(dict[str, str], h)
+
+    def _not_found(self, session_id: str, status: str, detail: str, now: float) -> Exception:
+        if status == "expired":
+            return SessionNotFoundError(
+                f"session {session_id!r} expired at {float(detail)} (now {now})"
+            )
+        return SessionNotFoundError(f"session {session_id!r} not found")
+
+    async def get(self, session_id: str) -> Snapshot:
+        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
+        session_id = self._check_session_id(session_id)
+        key = self._session_key(session_id)
+        now = self._now()
+        h = await self._hash(key)
+        if not h:
+            raise self._not_found(session_id, "missing", "", now)
+        if h["e"] and now >= float(h["e"]):
+            raise self._not_found(session_id, "expired", h["e"], now)
+        return session_snapshot(session_id, h, now)
+
+    async def put(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        field_ttl_s: Mapping[str, float] | None = None,
+    ) -> Snapshot:
+        """Replace the session's data if it is still at ``expected_version``."""
+        return await self._put_session(session_id, data, expected_version, field_ttl_s, ())
+
+    async def put_with_records(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> Snapshot:
+        """:meth:`put` and unconditional record writes as one atomic script (one round trip).
+
+        The records are written only if the put succeeds, and then all of them.
+        """
+        return await self._put_session(session_id, data, expected_version, None, records)
+
+    async def _put_session(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        expected_version: int,
+        field_ttl_s: Mapping[str, float] | None,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]],
+    ) -> Snapshot:
+        session_id = self._check_session_id(session_id)
+        expected = self._check_expected_version(expected_version)
+        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
+        ttls = self._check_field_ttls(field_ttl_s, plain)
+        keys = [self._session_key(session_id), self._field_index]
+        record_args: list[str] = []
+        for namespace, key, value in records:
+            namespace, key = self._check_record_key(namespace, key)
+            _, value_text = self._check_document(
+                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            )
+            keys.extend(self._record_keys(namespace))
+            record_args.extend((_encodable("key", key), value_text))
+        now = self._now()
+        token = secrets.token_hex(8)
+        args: list[str] = [session_id, repr(now), str(expected), text, token, str(len(plain))]
+        args.extend(plain)
+        args.append(str(len(ttls)))
+        for name, ttl in ttls.items():
+            args.extend((name, repr(now + ttl)))
+        args.extend(record_args)
+        reply, resent = await self._call(
+            "put", lambda: self._put(keys=keys, args=args, client=self._redis())
+        )
+        status, *rest = reply
+        if status == "ok":
+            return session_snapshot(session_id, pairs(rest), now, plain)
+        if status == "again":
+            return await self.get(session_id)
+        if status == "stale":
+            if resent:
+                raise self._unknown_outcome(f"put of session {session_id!r}")
+            raise self._stale(session_id, expected, int(rest[0]))
+        raise self._not_found(session_id, status, rest[0], now)
+
+    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
+        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
+
+        The version does not change: a renewal is not a write of the data.
+        """
+        session_id = self._check_session_id(session_id)
+        ttl = self._check_ttl(ttl_s)
+        key = self._session_key(session_id)
+        now = self._now()
+        args = [session_id, repr(now), "" if ttl is None else repr(ttl), str(self._grace_ms)]
+        keys = [key, self._expiry_index]
+        reply, _ = await self._call(
+            "touch", lambda: self._touch(keys=keys, args=args, client=self._redis())
+        )
+        status, *rest = reply
+        if status != "ok":
+            raise self._not_found(session_id, status, rest[0], now)
+        return session_snapshot(session_id, pairs(rest), now)
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session; True if a live one was removed."""
+        session_id = self._check_session_id(session_id)
+        keys = [self._session_key(session_id), self._expiry_index, self._field_index]
+        args = [session_id, repr(self._now())]
+        removed, _ = await self._call(
+            "delete", lambda: self._delete(keys=keys, args=args, client=self._redis())
+        )
+        return bool(removed)
+
+    async def gc(self) -> int:
+        """Delete expired sessions and expired fields; return how many of both were removed.
+
+        Dropping an expired field does not change the version: readers never saw it.
+        """
+        now = self._now()
+        sessions = 0
+        keys = [self._expiry_index, self._field_index]
+        args = [repr(now), self._session_prefix, str(_GC_BATCH)]
+        while True:
+            (removed, seen), _ = await self._call(
+                "gc", lambda: self._gc_sessions(keys=keys, args=args, client=self._redis())
+            )
+            sessions += int(removed)
+            if int(seen) < _GC_BATCH or not removed:
+                break
+        fields = 0
+        due, _ = await self._call(
+            "gc",
+            lambda: self._redis().zrangebyscore(self._field_index, "-inf", repr(now)),
+        )
+        for session_id in cast(list[str], due):
+            fields += await self._gc_session_fields(session_id, now)
+        self._counters.add("gc_sessions", sessions)
+        self._counters.add("gc_fields", fields)
+        return sessions + fields
+
+    async def _gc_session_fields(self, session_id: str, now: float) -> int:
+        key = self._session_prefix + session_id
+        for _ in range(8):  # a session written while we look is read again
+            h = await self._hash(key)
+            if not h or (h["e"] and now >= float(h["e"])):
+                return 0
+            field_expires = {k[2:]: float(at) for k, at in h.items() if k.startswith("f:")}
+            live = live_fields(field_expires, now)
+            gone = sorted(field_expires.keys() - live.keys())
+            data = {k: v for k, v in decode_document(h["d"]).items() if k not in gone}
+            next_at = min(live.values()) if live else None
+            args = [
+                session_id,
+                h["o"],
+                secrets.token_hex(8),
+                encode_document(data),
+                "" if next_at is None else repr(next_at),
+                *gone,
+            ]
+            script = functools.partial(self._gc_fields, keys=[key, self._field_index], args=args)
+            dropped, _ = await self._call("gc", functools.partial(self._with_client, script))
+            if int(dropped) != -1:
+                return max(0, int(dropped))
+        return 0
+
+    # --- records -------------------------------------------------------------------------
+
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        """The record, or None if there is none."""
+        namespace, key = self._check_record_key(namespace, key)
+        table = self._record_keys(namespace)[0]
+        field = _encodable("key", key)
+        stored, _ = await self._call(
+            "record_get",
+            lambda: self._redis().hget(table, field),
+        )
+        return None if stored is None else stored_record(namespace, key, cast(str, stored))
+
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> Record:
+        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
+        namespace, key = self._check_record_key(namespace, key)
+        expected = (
+            None if expected_version is None else self._check_expected_version(expected_version)
+        )
+        name = record_name(namespace, key)
+        plain, text = self._check_document(value, argument="value", what=f"record {name!r}")
+        keys = self._record_keys(namespace)
+        now = self._now()
+        args = [
+            _encodable("key", key),
+            "" if expected is None else str(expected),
+            repr(now),
+            secrets.token_hex(8),
+            text,
+        ]
+        reply, resent = await self._call(
+            "record_put", lambda: self._record_put(keys=keys, args=args, client=self._redis())
+        )
+        status, detail = reply
+        if status == "stale":
+            if resent:
+                raise self._unknown_outcome(f"record_put of {name!r}")
+            assert expected is not None
+            raise self._stale(name, expected, int(detail) if detail else None)
+        return Record(
+            namespace=namespace,
+            key=key,
+            version=int(detail),
+            value=freeze_mapping(plain),
+            updated_at=now,
+        )
+
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
+        namespace, _ = self._check_record_key(namespace, "-")
+        if not isinstance(prefix, str):
+            raise ConfigurationError("prefix", prefix, "must be a string")
+        keys = self._record_keys(namespace)
+        # Byte order of UTF-8 is code point order, and no UTF-8 byte is 0xff: every key
+        # starting with the prefix sorts in [prefix, prefix + b"\xff").
+        if prefix:
+            raw = _encodable("prefix", prefix).encode("utf-8")
+            bounds: list[bytes | str] = [b"[" + raw, b"(" + raw + b"\xff"]
+        else:
+            bounds = ["-", "+"]
+        flat, _ = await self._call(
+            "record_list", lambda: self._record_list(keys=keys, args=bounds, client=self._redis())
+        )
+        return [stored_record(namespace, k, v) for k, v in pairs(flat).items()]
+
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        """Remove a record; True if it existed."""
+        namespace, key = self._check_record_key(namespace, key)
+        keys = self._record_keys(namespace)
+        args = [_encodable("key", key)]
+        removed, _ = await self._call(
+            "record_delete", lambda: self._record_delete(keys=keys, args=args, client=self._redis())
+        )
+        return bool(removed)
+
+    async def close(self) -> None:
+        """Close the connections. Idempotent; later operations raise ``StoreUnavailableError``."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            return  # its connections died with the loop that opened them
+        with contextlib.suppress(OSError):  # closing a connection to a dead server is fine
+            await self._client.aclose()

@@ -102,3 +102,8 @@ def test_cycles_are_refused() -> None:
     loop.append(loop)
     with pytest.raises(StateSerializationError, match="circular"):
         check_json({"loop": loop})
+
+
+def test_a_key_that_is_not_unicode_is_refused_with_its_path() -> None:
+    with pytest.raises(StateSerializationError, match=r"\['a'\].*not valid Unicode"):
+        check_json({"a": {"\ud800": 1}}, "data")

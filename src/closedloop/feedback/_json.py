@@ -59,6 +59,14 @@ def check_json(value: Any, path: str = "data") -> Any:
     return _check(value, path, 0, set())
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Refused(Exception):
     """The fast copy met something it does not accept; the slow walk says what and where."""
 
@@ -88,7 +96,7 @@ def _copy(value: Any, depth: int, seen: set[int]) -> Any:
         seen.add(marker)
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if type(key) is not str:
+            if type(key) is not str or not (key.isascii() or _utf8(key)):
                 raise _Refused
             kind = type(item)
             if (kind is str and item.isascii()) or item is None or kind is int or kind is bool:
@@ -151,6 +159,8 @@ def _check(value: Any, path: str, depth: int, seen: set[int]) -> Any:
                     f"{path}: key {key!r} of type {type(key).__name__} is not a string"
                 )
             key = key if type(key) is str else str.__str__(key)
+            if not (key.isascii() or _utf8(key)):
+                raise StateSerializationError(f"{path}: key {key!r} is not valid Unicode")
             out[key] = _check(item, _where(path, key), depth + 1, seen)
         seen.discard(marker)
         return out

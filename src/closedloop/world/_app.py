@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from starlette.datastructures import MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._data import DEFAULT_SEED
@@ -122,7 +123,13 @@ async def _run(world: World, name: str, request: Request, call: _Handler) -> Res
     if spec.mutating and key is None:
         rec.count(name, "missing_idempotency_key")
     if key is not None:
-        body_hash = hashlib.sha256(await request.body()).hexdigest()
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            # The client gave up (its timeout fired) before sending the body: nothing was
+            # applied, and there is nobody to answer.
+            return Response(status_code=499)
+        body_hash = hashlib.sha256(body).hexdigest()
         state, stored = rec.idempotency_begin(name, key, body_hash)
         if state is IdempotencyState.REPLAY:
             assert stored is not None

@@ -232,12 +232,8 @@ class MemoryStore(BaseStore):
         expected_version: int | None = None,
     ) -> Record:
         """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key = self._check_record_key(namespace, key)
-        expected = (
-            None if expected_version is None else self._check_expected_version(expected_version)
-        )
-        plain, _ = self._check_document(
-            value, argument="value", what=f"record {record_name(namespace, key)!r}"
+        namespace, key, expected, plain, _ = self._check_record_write(
+            namespace, key, value, expected_version
         )
         now = await self._enter()
         with self._lock:
@@ -261,12 +257,8 @@ class MemoryStore(BaseStore):
         """Conditional record writes, all or none: every version is checked first."""
         checked: list[tuple[str, str, dict[str, Any], int | None]] = []
         for namespace, key, value, expected_version in items:
-            namespace, key = self._check_record_key(namespace, key)
-            expected = (
-                None if expected_version is None else self._check_expected_version(expected_version)
-            )
-            plain, _ = self._check_document(
-                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            namespace, key, expected, plain, _ = self._check_record_write(
+                namespace, key, value, expected_version
             )
             checked.append((namespace, key, plain, expected))
         now = await self._enter()

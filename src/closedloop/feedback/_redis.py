@@ -456,12 +456,10 @@ class RedisStore(BaseStore):
         expected_version: int | None = None,
     ) -> Record:
         """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key = self._check_record_key(namespace, key)
-        expected = (
-            None if expected_version is None else self._check_expected_version(expected_version)
+        namespace, key, expected, plain, text = self._check_record_write(
+            namespace, key, value, expected_version
         )
         name = record_name(namespace, key)
-        plain, text = self._check_document(value, argument="value", what=f"record {name!r}")
         keys = self._record_keys(namespace)
         now = self._now()
         args = [

@@ -449,12 +449,8 @@ class SQLiteStore(BaseStore):
         expected_version: int | None = None,
     ) -> Record:
         """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key = self._check_record_key(namespace, key)
-        expected = (
-            None if expected_version is None else self._check_expected_version(expected_version)
-        )
-        plain, text = self._check_document(
-            value, argument="value", what=f"record {record_name(namespace, key)!r}"
+        namespace, key, expected, plain, text = self._check_record_write(
+            namespace, key, value, expected_version
         )
         now = self._now()
 
@@ -487,12 +483,8 @@ class SQLiteStore(BaseStore):
         """Conditional record writes, all or none, in one transaction."""
         checked: list[tuple[str, str, dict[str, Any], str, int | None]] = []
         for namespace, key, value, expected_version in items:
-            namespace, key = self._check_record_key(namespace, key)
-            expected = (
-                None if expected_version is None else self._check_expected_version(expected_version)
-            )
-            plain, text = self._check_document(
-                value, argument="value", what=f"record {record_name(namespace, key)!r}"
+            namespace, key, expected, plain, text = self._check_record_write(
+                namespace, key, value, expected_version
             )
             checked.append((namespace, key, plain, text, expected))
         now = self._now()

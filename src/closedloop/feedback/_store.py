@@ -367,6 +367,19 @@ class BaseStore(ABC):
     def _check_record_key(namespace: object, key: object) -> tuple[str, str]:
         return _check_id("namespace", namespace), _check_id("key", key)
 
+    def _check_record_write(
+        self, namespace: object, key: object, value: object, expected_version: object
+    ) -> tuple[str, str, int | None, dict[str, Any], str]:
+        """Every record write's checks: ``(namespace, key, expected, plain, text)``."""
+        namespace, key = self._check_record_key(namespace, key)
+        expected = (
+            None if expected_version is None else self._check_expected_version(expected_version)
+        )
+        plain, text = self._check_document(
+            value, argument="value", what=f"record {record_name(namespace, key)!r}"
+        )
+        return namespace, key, expected, plain, text
+
     @staticmethod
     def _check_ttl(ttl_s: float | None) -> float | None:
         return None if ttl_s is None else require_positive("ttl_s", ttl_s)

@@ -67,6 +67,7 @@ EXPECTED = {
     "should_use_pid",
     "split_check",
     "stop_after_rounds",
+    "stop_on_fixed_point",
     "stop_on_lyapunov",
     "stop_on_trajectory",
     "stop_when_target_met",

@@ -126,3 +126,15 @@ def test_a_tail_cut_anywhere_in_a_demo_still_leaves_the_function(body: int, cut:
     demo = f"print(f({body}), 'check')\n"
     code = f"def f(x):\n    return x + {body}\n{demo[: len(demo) - cut]}"
     assert tidy_code(code, "f") == f"def f(x):\n    return x + {body}\n"
+
+
+async def test_a_call_can_set_its_own_temperature_and_is_cached_under_it() -> None:
+    model = ScriptedModel(["```python\nA = 1\n```", "```python\nA = 2\n```"])
+    gen = ModelGenerator(model, temperature=0.2, cache={})
+    own = await gen(MSGS, seed=1, entry_point=None)
+    hot = await gen(MSGS, seed=1, entry_point=None, temperature=0.9)
+    again = await gen(MSGS, seed=1, entry_point=None, temperature=0.9)
+    assert (own.code, hot.code, again.code) == ("A = 1\n", "A = 2\n", "A = 2\n")
+    assert [c.temperature for c in model.calls] == [0.2, 0.9]
+    with pytest.raises(ConfigurationError, match="temperature"):
+        await gen(MSGS, seed=1, entry_point=None, temperature=2.5)

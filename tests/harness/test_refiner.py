@@ -169,3 +169,37 @@ def test_bad_refiner_arguments() -> None:
         Refiner(gen, seed=-1)
     with pytest.raises(ConfigurationError, match="generator"):
         Refiner("nope")  # type: ignore[arg-type]
+
+
+def _same_program(passed: int) -> FunctionModel:
+    return FunctionModel(
+        lambda messages, call: fenced(f"# passes {passed}\ndef f():\n    return 0\n")
+    )
+
+
+async def test_self_refine_stops_at_a_fixed_point() -> None:
+    # Shown its code and told "improve it", the model hands the same program back: round 3
+    # would send the same feedback on the same program, so the default stop ends at round 2.
+    model = _same_program(6)
+    r = Refiner(ModelGenerator(model), ScriptedEvaluator(), self_refine(), max_rounds=4)
+    result = await r.run(TASK)
+    assert result.stop_reason == StopReason.FIXED_POINT
+    assert result.scores == (0.6, 0.6) and len(model.calls) == 2
+    assert "round 2" in result.stop_detail
+
+
+async def test_a_strategy_that_reacts_to_the_repeat_is_not_at_a_fixed_point() -> None:
+    # PID feedback escalates after the repeat (new text, new temperature): the loop moves.
+    model = _same_program(8)
+    r = Refiner(ModelGenerator(model), ScriptedEvaluator(), pid_feedback(), max_rounds=3)
+    result = await r.run(TASK)
+    assert result.stop_reason != StopReason.FIXED_POINT
+    assert [rd.level for rd in result.rounds[1:]] == ["light", "heavy"]
+    assert len(model.calls) == 3
+
+
+async def test_a_changed_program_is_no_fixed_point() -> None:
+    r, model = refiner([6, 6, 6, 6])  # the same score, a different program each round
+    result = await r.run(TASK)
+    assert result.stop_reason != StopReason.FIXED_POINT
+    assert len(model.calls) >= 3

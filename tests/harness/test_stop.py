@@ -13,6 +13,7 @@ from closedloop.harness import (
     RefineState,
     StopReason,
     stop_after_rounds,
+    stop_on_fixed_point,
     stop_on_lyapunov,
     stop_on_trajectory,
     stop_when_target_met,
@@ -100,3 +101,14 @@ def test_bad_policy_arguments() -> None:
         stop_on_trajectory(classes=frozenset({"sideways"}))  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="target"):
         stop_when_target_met(float("nan"))
+
+
+def test_fixed_point_fires_only_on_the_refiners_finding() -> None:
+    policy = stop_on_fixed_point()
+    assert policy(state(0.5, 0.5)) is None  # equal scores alone are no fixed point
+    decision = policy(RefineState(round=2, scores=(0.5, 0.5), fixed_point=True))
+    assert decision is not None and decision.reason is StopReason.FIXED_POINT
+    assert "round 2" in decision.detail
+    combined = stop_when_target_met() | stop_on_fixed_point()
+    met = combined(RefineState(round=2, scores=(0.5, 1.0), fixed_point=True))
+    assert met is not None and met.reason is StopReason.TARGET_MET

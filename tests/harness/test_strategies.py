@@ -369,3 +369,41 @@ def test_a_copy_is_recognised_through_imports_docstrings_and_comments() -> None:
     assert same_code(first, copy)
     assert not same_code(first, changed)
     assert same_code("not python (", "not   python (") and not same_code("a (", "b (")
+
+
+async def test_the_control_signal_sets_the_sampling_temperature() -> None:
+    # u = 0.24 at 70 %: low + (high - low) * u, sent with the round-2 call.
+    result, model, _ = await run(pid_feedback(temperatures=(0.2, 0.8)), [7, 8])
+    r2 = result.rounds[1]
+    assert r2.temperature == pytest.approx(0.2 + 0.6 * 0.24)
+    assert model.calls[1].temperature == pytest.approx(r2.temperature)
+    assert model.calls[0].temperature == 0.0  # round 1: the generator's own
+    result, model, _ = await run(pid_feedback(temperatures=(0.1, 0.5)), [0, 0])
+    assert result.rounds[1].temperature == pytest.approx(0.1 + 0.4 * 0.8)
+
+
+async def test_a_repeated_program_is_sampled_at_the_high_temperature() -> None:
+    refiner = Refiner(
+        ModelGenerator(same_answer(8)),
+        ScriptedEvaluator(),
+        pid_feedback(temperatures=(0.2, 0.9)),
+        stop=stop_after_rounds(99),
+        max_rounds=3,
+    )
+    result = await refiner.run(TASK)
+    assert result.rounds[1].temperature == pytest.approx(0.2 + 0.7 * 0.16)
+    assert result.rounds[2].temperature == pytest.approx(0.9)
+    model = refiner.generator.model  # type: ignore[attr-defined]
+    assert [c.temperature for c in model.calls][1:] == pytest.approx([0.312, 0.9])
+
+
+async def test_without_temperatures_the_generator_keeps_its_own() -> None:
+    result, model, _ = await run(pid_feedback(temperatures=None), [5, 6])
+    assert result.rounds[1].temperature is None
+    assert [c.temperature for c in model.calls] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("bad", [(0.8, 0.2), (-0.1, 0.5), (0.2, 2.5), (0.2,), "hot", (True, 1.0)])
+def test_bad_temperature_ranges_are_refused(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="temperatures"):
+        pid_feedback(temperatures=bad)  # type: ignore[arg-type]

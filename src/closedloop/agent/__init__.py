@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import FunctionType
 
 from ._actions import Proposal, action_schema, inline_refs, plan_schema
-from ._agent import Agent, run_agent, run_agent_async
+from ._agent import Agent
 from ._control import (
     EMPTY_ERROR,
     ControlConfig,
@@ -47,6 +47,7 @@ from ._reads import ReadRetry, is_transient
 from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._repeats import VOLATILE_KEYS, action_signature, looks_volatile, normalise_arguments
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer
+from ._run_agent import run_agent, run_agent_async
 from ._state import PendingAction, PlanStep, RequiredField, Task, TaskState
 from ._stop import (
     LoopState,

@@ -1,4 +1,4 @@
-"""The public face of the loop: ``Agent``, ``run_agent`` and ``run_agent_async``.
+"""The public face of the loop: ``Agent`` (``run_agent`` wraps it for one task).
 
 ``await agent.run(task)`` runs a task to a named halt; ``agent.iter(task)`` yields one
 typed ``StepRecord`` per step; ``await agent.resume(handover_id)`` continues a task a
@@ -52,7 +52,7 @@ from ._stop import (
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
 
-__all__ = ["Agent", "run_agent", "run_agent_async"]
+__all__ = ["Agent"]
 
 ToolCalling = Literal["auto", "native", "json"]
 
@@ -447,78 +447,4 @@ def _run_sync(coro: Coroutine[Any, Any, RunResult]) -> RunResult:
     coro.close()
     raise ConfigurationError(
         "run_agent", "inside a running event loop", "use await run_agent_async(...) instead"
-    )
-
-
-async def run_agent_async(
-    task: str | Task | None = None,
-    *,
-    model: Model | str,
-    tools: Iterable[Any] | Mapping[str, Any] = (),
-    mode: str = "react",
-    max_steps: int = 12,
-    deadline_s: float = 120.0,
-    budget: Budget | int | dict[str, Any] | None = None,
-    cancel: Any = None,
-    stop: StopPolicy | StopFn | None = None,
-    store: StateStore | None = None,
-    session_id: str | None = None,
-    resume: str | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one task through a fresh :class:`Agent` (``options`` go to ``Agent``).
-
-    ``resume=handover_id`` continues a frozen task instead (``store`` must be the one it
-    froze in).
-    """
-    agent = Agent(
-        model,
-        tools,
-        mode=mode,
-        max_steps=max_steps,
-        deadline_s=deadline_s,
-        stop=stop,
-        store=store,
-        **options,
-    )
-    if resume is not None:
-        return await agent.resume(resume, task=task, budget=budget, cancel=cancel)
-    if task is None:
-        raise ConfigurationError("task", None, "give a task (or resume=handover_id)")
-    return await agent.run(task, budget=budget, cancel=cancel, session_id=session_id)
-
-
-def run_agent(
-    task: str | Task | None = None,
-    *,
-    model: Model | str,
-    tools: Iterable[Any] | Mapping[str, Any] = (),
-    mode: str = "react",
-    max_steps: int = 12,
-    deadline_s: float = 120.0,
-    budget: Budget | int | dict[str, Any] | None = None,
-    cancel: Any = None,
-    stop: StopPolicy | StopFn | None = None,
-    store: StateStore | None = None,
-    session_id: str | None = None,
-    resume: str | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one task to its halt; the sync twin of :func:`run_agent_async`."""
-    return _run_sync(
-        run_agent_async(
-            task,
-            model=model,
-            tools=tools,
-            mode=mode,
-            max_steps=max_steps,
-            deadline_s=deadline_s,
-            budget=budget,
-            cancel=cancel,
-            stop=stop,
-            store=store,
-            session_id=session_id,
-            resume=resume,
-            **options,
-        )
     )

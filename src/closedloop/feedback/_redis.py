@@ -24,6 +24,7 @@ from .._exceptions import (
 )
 from .._validation import require_non_negative, require_positive
 from ._json import decode_document, encode_document, freeze_mapping
+from ._redis_client import call_redis, connect, encodable, unknown_outcome
 from ._redis_scripts import (
     CREATE,
     DELETE,
@@ -56,15 +57,6 @@ __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
 _GC_BATCH = 500
-
-
-def _encodable(argument: str, value: str) -> str:
-    # Redis keys are bytes: a lone surrogate has no UTF-8 form.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigurationError(argument, value, "must be valid Unicode") from None
-    return value
 
 
 class RedisStore(BaseStore):
@@ -105,36 +97,16 @@ class RedisStore(BaseStore):
             )
         if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
             raise ConfigurationError("prefix", prefix, "must be a non-empty string without braces")
-        _encodable("prefix", prefix)
+        encodable("prefix", prefix)
         require_positive("socket_timeout_s", socket_timeout_s)
         require_positive("connect_timeout_s", connect_timeout_s)
         self._grace_ms = int(require_non_negative("native_ttl_grace_s", native_ttl_grace_s) * 1000)
-        try:
-            from redis.asyncio import Redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError:
-            raise ConfigurationError(
-                "url",
-                redact_url(url),
-                "RedisStore needs redis-py: pip install 'closedloop[redis]'",
-            ) from None
+        self._client, self._new_client = connect(
+            url, socket_timeout_s=socket_timeout_s, connect_timeout_s=connect_timeout_s
+        )
         self.url = url
         self.prefix = prefix
         self._where = redact_url(url)
-        # redis-py's own retries are off: a write resent after a lost reply must go through
-        # _call, which knows whether a repeat can be told apart from a conflict.
-        options: dict[str, Any] = {
-            "decode_responses": True,
-            "socket_timeout": socket_timeout_s,
-            "socket_connect_timeout": connect_timeout_s,
-            "retry": Retry(NoBackoff(), 0),
-        }
-        try:
-            self._client: Redis = Redis.from_url(url, **options)
-        except (ValueError, TypeError) as exc:
-            raise ConfigurationError("url", self._where, f"not a usable Redis URL: {exc}") from None
-        self._new_client: Callable[[], Redis] = lambda: Redis.from_url(url, **options)
         self._loop: asyncio.AbstractEventLoop | None = None
         tag = "{" + prefix + "}"
         self._session_prefix = f"{tag}:s:"
@@ -162,30 +134,9 @@ class RedisStore(BaseStore):
     async def _call(self, what: str, fn: Callable[[], Awaitable[_T]]) -> tuple[_T, bool]:
         """Run ``fn`` against Redis; returns its result and whether it had to be sent twice.
 
-        One resend after a dropped connection: every write carries a token, so a script
-        that already ran the first time answers "again" instead of a conflict.
+        One resend after a dropped connection (see ``call_redis``).
         """
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import RedisError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
-        if self._closed:
-            raise StoreUnavailableError(f"redis store {self._where} is closed")
-        for attempt in (0, 1):
-            try:
-                return await fn(), attempt > 0
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                if attempt == 0 and not self._closed:
-                    continue
-                raise StoreUnavailableError(
-                    f"redis store {self._where}: cannot reach Redis during {what} ({exc}); "
-                    "check that the server is running, then retry"
-                ) from exc
-            except RedisError as exc:
-                raise StoreUnavailableError(
-                    f"redis store {self._where}: Redis refused {what} ({exc})"
-                ) from exc
-        raise AssertionError("unreachable")
+        return await call_redis(fn, what=what, where=self._where, closed=lambda: self._closed)
 
     def _redis(self) -> Redis:
         """The client for the running event loop.
@@ -204,16 +155,13 @@ class RedisStore(BaseStore):
         return script(client=self._redis())
 
     def _unknown_outcome(self, what: str) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"redis store {self._where}: the connection dropped during {what} and the write "
-            "may or may not have been applied; read the current state before retrying"
-        )
+        return unknown_outcome(self._where, what)
 
     def _session_key(self, session_id: str) -> str:
-        return self._session_prefix + _encodable("session_id", session_id)
+        return self._session_prefix + encodable("session_id", session_id)
 
     def _record_keys(self, namespace: str) -> list[str]:
-        namespace = _encodable("namespace", namespace)
+        namespace = encodable("namespace", namespace)
         return [self._record_prefix + namespace, self._record_index_prefix + namespace]
 
     async def ping(self) -> None:
@@ -330,7 +278,7 @@ class RedisStore(BaseStore):
                 value, argument="value", what=f"record {record_name(namespace, key)!r}"
             )
             keys.extend(self._record_keys(namespace))
-            record_args.extend((_encodable("key", key), value_text))
+            record_args.extend((encodable("key", key), value_text))
         now = self._now()
         token = secrets.token_hex(8)
         args: list[str] = [session_id, repr(now), str(expected), text, token, str(len(plain))]
@@ -440,7 +388,7 @@ class RedisStore(BaseStore):
         """The record, or None if there is none."""
         namespace, key = self._check_record_key(namespace, key)
         table = self._record_keys(namespace)[0]
-        field = _encodable("key", key)
+        field = encodable("key", key)
         stored, _ = await self._call(
             "record_get",
             lambda: self._redis().hget(table, field),
@@ -463,7 +411,7 @@ class RedisStore(BaseStore):
         keys = self._record_keys(namespace)
         now = self._now()
         args = [
-            _encodable("key", key),
+            encodable("key", key),
             "" if expected is None else str(expected),
             repr(now),
             secrets.token_hex(8),
@@ -495,7 +443,7 @@ class RedisStore(BaseStore):
         # Byte order of UTF-8 is code point order, and no UTF-8 byte is 0xff: every key
         # starting with the prefix sorts in [prefix, prefix + b"\xff").
         if prefix:
-            raw = _encodable("prefix", prefix).encode("utf-8")
+            raw = encodable("prefix", prefix).encode("utf-8")
             bounds: list[bytes | str] = [b"[" + raw, b"(" + raw + b"\xff"]
         else:
             bounds = ["-", "+"]
@@ -508,7 +456,7 @@ class RedisStore(BaseStore):
         """Remove a record; True if it existed."""
         namespace, key = self._check_record_key(namespace, key)
         keys = self._record_keys(namespace)
-        args = [_encodable("key", key)]
+        args = [encodable("key", key)]
         removed, _ = await self._call(
             "record_delete", lambda: self._record_delete(keys=keys, args=args, client=self._redis())
         )

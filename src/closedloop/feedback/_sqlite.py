@@ -23,6 +23,15 @@ from .._exceptions import ConfigurationError, SessionNotFoundError, StoreUnavail
 from .._validation import require_positive
 from ._json import decode_document, encode_document, freeze_mapping
 from ._paths import default_state_path
+from ._sqlite_schema import (
+    SESSION_COLUMNS,
+    Row,
+    expired,
+    next_expiry,
+    open_database,
+    row_record,
+    row_snapshot,
+)
 from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
@@ -36,71 +45,6 @@ from ._store import (
 __all__ = ["SQLiteStore"]
 
 _T = TypeVar("_T")
-_SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    session_id TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    field_expires TEXT NOT NULL,
-    next_field_expiry REAL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    ttl_s REAL,
-    expires_at REAL
-);
-CREATE INDEX IF NOT EXISTS sessions_expires_at ON sessions(expires_at)
-    WHERE expires_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS sessions_next_field_expiry ON sessions(next_field_expiry)
-    WHERE next_field_expiry IS NOT NULL;
-CREATE TABLE IF NOT EXISTS records (
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    value TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (namespace, key)
-) WITHOUT ROWID;
-"""
-_SESSION_COLUMNS = "version, data, field_expires, created_at, updated_at, ttl_s, expires_at"
-_Row = tuple[int, str, str, float, float, float | None, float | None]
-
-
-def _expired(row: _Row, now: float) -> bool:
-    return row[6] is not None and now >= row[6]
-
-
-def _snapshot(session_id: str, row: _Row, now: float) -> Snapshot:
-    version, data_text, expires_text, created_at, updated_at, _, expires_at = row
-    data: dict[str, Any] = decode_document(data_text)
-    field_expires: dict[str, float] = decode_document(expires_text)
-    live = live_fields(field_expires, now)
-    if len(live) != len(field_expires):
-        data = {k: v for k, v in data.items() if k in live or k not in field_expires}
-    return Snapshot(
-        session_id=session_id,
-        version=version,
-        data=freeze_mapping(data),
-        created_at=created_at,
-        updated_at=updated_at,
-        expires_at=expires_at,
-        field_expires_at=MappingProxyType(live),
-    )
-
-
-def _record(row: tuple[str, str, int, str, float]) -> Record:
-    namespace, key, version, value, updated_at = row
-    return Record(
-        namespace=namespace,
-        key=key,
-        version=version,
-        value=freeze_mapping(decode_document(value)),
-        updated_at=updated_at,
-    )
-
-
-def _next_expiry(field_expires: Mapping[str, float]) -> float | None:
-    return min(field_expires.values()) if field_expires else None
 
 
 class SQLiteStore(BaseStore):
@@ -149,33 +93,9 @@ class SQLiteStore(BaseStore):
     # --- the worker thread ---------------------------------------------------------------
 
     def _open(self) -> None:
-        if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are ours (BEGIN IMMEDIATE), never implicit.
-        conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s, isolation_level=None)
-        try:
-            self.journal_mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-                if found > _SCHEMA_VERSION:
-                    raise StoreUnavailableError(
-                        f"state store {str(self.path)!r} has schema version {found}; this "
-                        f"closedloop reads up to {_SCHEMA_VERSION} (upgrade closedloop)"
-                    )
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
+        self._conn, self.journal_mode = open_database(
+            self.path, self._busy_timeout_s, self.synchronous
+        )
 
     def _run_in_worker(self, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
         try:
@@ -215,17 +135,17 @@ class SQLiteStore(BaseStore):
     # --- sessions ------------------------------------------------------------------------
 
     @staticmethod
-    def _fetch(conn: sqlite3.Connection, session_id: str) -> _Row | None:
-        row: _Row | None = conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)
+    def _fetch(conn: sqlite3.Connection, session_id: str) -> Row | None:
+        row: Row | None = conn.execute(
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
         return row
 
-    def _fetch_live(self, conn: sqlite3.Connection, session_id: str, now: float) -> _Row:
+    def _fetch_live(self, conn: sqlite3.Connection, session_id: str, now: float) -> Row:
         row = self._fetch(conn, session_id)
         if row is None:
             raise SessionNotFoundError(f"session {session_id!r} not found")
-        if _expired(row, now):
+        if expired(row, now):
             raise SessionNotFoundError(f"session {session_id!r} expired at {row[6]} (now {now})")
         return row
 
@@ -243,16 +163,16 @@ class SQLiteStore(BaseStore):
 
         def run(conn: sqlite3.Connection) -> Snapshot:
             old = self._fetch(conn, session_id)
-            if old is not None and not _expired(old, now):
+            if old is not None and not expired(old, now):
                 raise ConfigurationError("session_id", session_id, "a session with this id exists")
-            row: _Row = (1, text, "{}", now, now, ttl, expires_at)
+            row: Row = (1, text, "{}", now, now, ttl, expires_at)
             conn.execute(
                 "INSERT OR REPLACE INTO sessions (session_id, version, data, field_expires, "
                 "next_field_expiry, created_at, updated_at, ttl_s, expires_at) "
                 "VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?)",
                 (session_id, *row),
             )
-            return _snapshot(session_id, row, now)
+            return row_snapshot(session_id, row, now)
 
         return await self._call(run, write=True)
 
@@ -262,7 +182,7 @@ class SQLiteStore(BaseStore):
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
-            return _snapshot(session_id, self._fetch_live(conn, session_id, now), now)
+            return row_snapshot(session_id, self._fetch_live(conn, session_id, now), now)
 
         return await self._call(run, write=False)
 
@@ -336,11 +256,11 @@ class SQLiteStore(BaseStore):
             raise self._stale(session_id, expected, old[0])
         old_expires: dict[str, float] = decode_document(old[2])
         expires = merge_field_expiry(old_expires, plain, ttls, now)
-        row: _Row = (old[0] + 1, text, encode_document(expires), old[3], now, old[5], old[6])
+        row: Row = (old[0] + 1, text, encode_document(expires), old[3], now, old[5], old[6])
         conn.execute(
             "UPDATE sessions SET version = ?, data = ?, field_expires = ?, "
             "next_field_expiry = ?, updated_at = ? WHERE session_id = ?",
-            (row[0], text, row[2], _next_expiry(expires), now, session_id),
+            (row[0], text, row[2], next_expiry(expires), now, session_id),
         )
         if not expires:  # the common case: build the snapshot from the checked copy
             return Snapshot(
@@ -352,7 +272,7 @@ class SQLiteStore(BaseStore):
                 expires_at=row[6],
                 field_expires_at=MappingProxyType({}),
             )
-        return _snapshot(session_id, row, now)
+        return row_snapshot(session_id, row, now)
 
     async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
         """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
@@ -371,7 +291,7 @@ class SQLiteStore(BaseStore):
                 "UPDATE sessions SET ttl_s = ?, expires_at = ? WHERE session_id = ?",
                 (ttl, expires_at, session_id),
             )
-            return _snapshot(session_id, (*old[:5], ttl, expires_at), now)
+            return row_snapshot(session_id, (*old[:5], ttl, expires_at), now)
 
         return await self._call(run, write=True)
 
@@ -385,7 +305,7 @@ class SQLiteStore(BaseStore):
             if row is None:
                 return False
             conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            return not _expired(row, now)
+            return not expired(row, now)
 
         return await self._call(run, write=True)
 
@@ -415,7 +335,7 @@ class SQLiteStore(BaseStore):
                 conn.execute(
                     "UPDATE sessions SET data = ?, field_expires = ?, next_field_expiry = ? "
                     "WHERE session_id = ?",
-                    (encode_document(data), encode_document(live), _next_expiry(live), session_id),
+                    (encode_document(data), encode_document(live), next_expiry(live), session_id),
                 )
             return sessions, fields
 
@@ -436,7 +356,7 @@ class SQLiteStore(BaseStore):
                 "WHERE namespace = ? AND key = ?",
                 (namespace, key),
             ).fetchone()
-            return None if row is None else _record(row)
+            return None if row is None else row_record(row)
 
         return await self._call(run, write=False)
 
@@ -455,25 +375,7 @@ class SQLiteStore(BaseStore):
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Record:
-            row = conn.execute(
-                "SELECT version FROM records WHERE namespace = ? AND key = ?", (namespace, key)
-            ).fetchone()
-            actual: int | None = None if row is None else row[0]
-            if expected is not None and (actual or 0) != expected:
-                raise self._stale(record_name(namespace, key), expected, actual)
-            version = (actual or 0) + 1
-            conn.execute(
-                "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (namespace, key, version, text, now),
-            )
-            return Record(
-                namespace=namespace,
-                key=key,
-                version=version,
-                value=freeze_mapping(plain),
-                updated_at=now,
-            )
+            return self._write_record(conn, namespace, key, plain, text, expected, now)
 
         return await self._call(run, write=True)
 
@@ -490,33 +392,43 @@ class SQLiteStore(BaseStore):
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> list[Record]:
-            out: list[Record] = []
-            for namespace, key, plain, text, expected in checked:
-                row = conn.execute(
-                    "SELECT version FROM records WHERE namespace = ? AND key = ?",
-                    (namespace, key),
-                ).fetchone()
-                actual: int | None = None if row is None else row[0]
-                if expected is not None and (actual or 0) != expected:
-                    raise self._stale(record_name(namespace, key), expected, actual)
-                version = (actual or 0) + 1
-                conn.execute(
-                    "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (namespace, key, version, text, now),
-                )
-                out.append(
-                    Record(
-                        namespace=namespace,
-                        key=key,
-                        version=version,
-                        value=freeze_mapping(plain),
-                        updated_at=now,
-                    )
-                )
-            return out  # a conflict above raised: the transaction rolls back whole
+            # A conflict raises out of the loop: the transaction rolls back whole.
+            return [
+                self._write_record(conn, namespace, key, plain, text, expected, now)
+                for namespace, key, plain, text, expected in checked
+            ]
 
         return await self._call(run, write=True)
+
+    def _write_record(
+        self,
+        conn: sqlite3.Connection,
+        namespace: str,
+        key: str,
+        plain: dict[str, Any],
+        text: str,
+        expected: int | None,
+        now: float,
+    ) -> Record:
+        row = conn.execute(
+            "SELECT version FROM records WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        actual: int | None = None if row is None else row[0]
+        if expected is not None and (actual or 0) != expected:
+            raise self._stale(record_name(namespace, key), expected, actual)
+        version = (actual or 0) + 1
+        conn.execute(
+            "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (namespace, key, version, text, now),
+        )
+        return Record(
+            namespace=namespace,
+            key=key,
+            version=version,
+            value=freeze_mapping(plain),
+            updated_at=now,
+        )
 
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
@@ -531,7 +443,7 @@ class SQLiteStore(BaseStore):
                 "WHERE namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
                 (namespace, len(prefix), prefix),
             ).fetchall()
-            return [_record(row) for row in rows]
+            return [row_record(row) for row in rows]
 
         return await self._call(run, write=False)
 

@@ -33,6 +33,7 @@ from ._diagnosis import (
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
 from ._generator import Generation, Generator, ModelGenerator, extract_code
 from ._humaneval import HumanEvalProblem, humaneval_data_path, load_humaneval, split_check
+from ._interval import Interval, interval
 from ._refiner import Diagnoser, Evaluator, Refiner, SandboxEvaluator
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox, SandboxLimits
@@ -43,6 +44,7 @@ from ._stop import (
     StopPolicy,
     StopReason,
     stop_after_rounds,
+    stop_on_fixed_point,
     stop_on_lyapunov,
     stop_on_trajectory,
     stop_when_target_met,
@@ -51,7 +53,6 @@ from ._strategies import (
     SYSTEM_PROMPT,
     BlindRetry,
     Feedback,
-    Interval,
     PIDFeedback,
     SelfRefine,
     Strategy,
@@ -59,7 +60,6 @@ from ._strategies import (
     StrategySession,
     blind_retry,
     initial_messages,
-    interval,
     pid_feedback,
     self_refine,
 )
@@ -129,6 +129,7 @@ __all__ = [
     "should_use_pid",
     "split_check",
     "stop_after_rounds",
+    "stop_on_fixed_point",
     "stop_on_lyapunov",
     "stop_on_trajectory",
     "stop_when_target_met",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .._exceptions import ConfigurationError
 from ._diagnosis import choose_strategy
+from ._interval import interval
 from ._strategies import (
     Feedback,
     PIDFeedback,
@@ -19,7 +20,6 @@ from ._strategies import (
     StrategyContext,
     StrategySession,
     blind_retry,
-    interval,
     pid_feedback,
     self_refine,
 )

@@ -38,6 +38,7 @@ from ._stop import (
     RefineState,
     StopDecision,
     StopReason,
+    stop_on_fixed_point,
     stop_on_lyapunov,
     stop_on_trajectory,
     stop_when_target_met,
@@ -287,7 +288,9 @@ async def run_refine_bench(
     evaluator = evaluator if evaluator is not None else SandboxEvaluator()
     strategies = [strategy_from_spec(s) for s in config.strategies]
     report = BenchReport(config=config, tasks=[t.name for t in task_list])
-    default_stop = stop_when_target_met() | stop_on_lyapunov() | stop_on_trajectory()
+    default_stop = (
+        stop_when_target_met() | stop_on_lyapunov() | stop_on_trajectory() | stop_on_fixed_point()
+    )
     lg_module = _loopgain() if config.loopgain else None
     if config.loopgain and lg_module is None:
         report.loopgain_note = (
@@ -295,7 +298,9 @@ async def run_refine_bench(
         )
     elif not config.loopgain:
         report.loopgain_note = "loopgain column disabled"
-    stops: dict[str, Any] = {"closedloop (target | Lyapunov | trajectory)": default_stop}
+    stops: dict[str, Any] = {
+        "closedloop (target | Lyapunov | trajectory | fixed point)": default_stop
+    }
     if lg_module is not None:
         version = getattr(lg_module, "__version__", "?")
         stops[f"loopgain {version}"] = LoopGainStop(module=lg_module)

@@ -128,9 +128,18 @@ class Generator(Protocol):
     """Anything that writes code from chat messages."""
 
     async def __call__(
-        self, messages: Sequence[Message], *, seed: int | None, entry_point: str | None
+        self,
+        messages: Sequence[Message],
+        *,
+        seed: int | None,
+        entry_point: str | None,
+        temperature: float | None = None,
     ) -> Generation:
-        """Answer ``messages`` with code; model errors propagate (the refiner records them)."""
+        """Answer ``messages`` with code; model errors propagate (the refiner records them).
+
+        ``temperature`` overrides the generator's own for this call (a strategy's
+        exploration actuator); None keeps it.
+        """
         ...
 
 
@@ -139,7 +148,8 @@ class ModelGenerator:
 
     Args:
         model: the model (``load_model("local:qwen2.5-coder-0.5b")``, ``FunctionModel``...).
-        temperature, max_tokens, timeout: sampling parameters, the same for every call.
+        temperature, max_tokens, timeout: sampling parameters, the same for every call
+            unless a call passes its own ``temperature``.
         cache: a mapping to keep completions in, keyed by the exact request; used only when
             the request is reproducible (temperature 0, or a seed given).
     """
@@ -171,14 +181,14 @@ class ModelGenerator:
             f"max_tokens={self.max_tokens})"
         )
 
-    def _key(self, messages: Sequence[Message], seed: int | None) -> str | None:
-        if self.cache is None or (self.temperature > 0.0 and seed is None):
+    def _key(self, messages: Sequence[Message], seed: int | None, temperature: float) -> str | None:
+        if self.cache is None or (temperature > 0.0 and seed is None):
             return None
         blob = json.dumps(
             {
                 "model": self.model.name,
                 "messages": [m.to_dict() for m in messages],
-                "temperature": self.temperature,
+                "temperature": temperature,
                 "max_tokens": self.max_tokens,
                 "seed": seed,
             },
@@ -187,9 +197,18 @@ class ModelGenerator:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     async def __call__(
-        self, messages: Sequence[Message], *, seed: int | None, entry_point: str | None
+        self,
+        messages: Sequence[Message],
+        *,
+        seed: int | None,
+        entry_point: str | None,
+        temperature: float | None = None,
     ) -> Generation:
-        key = self._key(messages, seed)
+        if temperature is None:
+            temperature = self.temperature
+        elif not 0.0 <= temperature <= 2.0:
+            raise ConfigurationError("temperature", temperature, "must lie in [0, 2]")
+        key = self._key(messages, seed, temperature)
         if key is not None and self.cache is not None and key in self.cache:
             self.cache_hits += 1
             hit = self.cache[key]
@@ -206,7 +225,7 @@ class ModelGenerator:
         completion = await self.model.complete(
             list(messages),
             max_tokens=self.max_tokens,
-            temperature=self.temperature,
+            temperature=temperature,
             seed=seed,
             timeout=self.timeout,
         )

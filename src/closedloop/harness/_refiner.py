@@ -20,6 +20,7 @@ from ..control import LyapunovMonitor, LyapunovVerdict
 from ..models import Message
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
 from ._generator import Generator
+from ._prompts import same_code
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox
 from ._stop import (
@@ -27,6 +28,7 @@ from ._stop import (
     StopDecision,
     StopPolicy,
     StopReason,
+    stop_on_fixed_point,
     stop_on_lyapunov,
     stop_on_trajectory,
 )
@@ -72,7 +74,8 @@ class Refiner:
         evaluator: scores code with the task's checks (default: a fresh sandbox).
         strategy: what the generator is told between rounds (default: PID feedback).
         stop: when to stop early (default: target met, two consecutive rises of ``V``,
-            or a diverging / oscillating / stalling trajectory after three evaluated rounds).
+            a diverging / oscillating / stalling trajectory after three evaluated rounds,
+            or a fixed point: the same program back under the same feedback).
         max_rounds: the hard limit on rounds, including the first.
         target: the score that counts as done.
         seed: round ``k`` is generated with seed ``seed + k − 1`` (the same for every
@@ -101,7 +104,10 @@ class Refiner:
         self.strategy: Strategy = pid_feedback() if strategy is None else strategy
         self.target = require_unit_interval("target", target)
         self.stop: StopPolicy = (
-            _target_met(self.target) | stop_on_lyapunov() | stop_on_trajectory()
+            _target_met(self.target)
+            | stop_on_lyapunov()
+            | stop_on_trajectory()
+            | stop_on_fixed_point()
             if stop is None
             else stop
         )
@@ -140,12 +146,12 @@ class Refiner:
         verdict: LyapunovVerdict | None = None
         note: str | None = None
         decision: StopDecision | None = None
+        feedback: Feedback | None = None
         for k in range(1, self.max_rounds + 1):
             if k == 1:
                 rnd = first if first is not None else await self.first_round(task)
             else:
-                ctx = StrategyContext(task, k, tuple(rounds), verdict, note)
-                feedback = session.feedback(ctx)
+                assert feedback is not None
                 evaluate = session.evaluates(k) or k == self.max_rounds
                 rnd = await self._round(task, k, feedback.messages, feedback, evaluate=evaluate)
             if rnd.score is not None:
@@ -153,7 +159,20 @@ class Refiner:
                 rnd = rnd.model_copy(update={"V": verdict.V, "dV": verdict.dV})
                 note = await self._diagnose(task, rnd)
             rounds.append(rnd)
-            decision = self.stop(RefineState(k, tuple(r.score for r in rounds), self.target))
+            # The next round's feedback is settled before the stop policy reads the state,
+            # so the policy can tell a loop that stands still from one that will move.
+            last_feedback = feedback
+            feedback = None
+            if k < self.max_rounds:
+                ctx = StrategyContext(task, k + 1, tuple(rounds), verdict, note)
+                feedback = session.feedback(ctx)
+            state = RefineState(
+                k,
+                tuple(r.score for r in rounds),
+                self.target,
+                fixed_point=feedback is not None and _stands_still(rounds, last_feedback, feedback),
+            )
+            decision = self.stop(state)
             if decision is not None:
                 break
         if decision is None:
@@ -181,7 +200,12 @@ class Refiner:
         started = self._clock()
         error: str | None = None
         try:
-            gen = await self.generator(messages, seed=seed, entry_point=task.entry_point)
+            gen = await self.generator(
+                messages,
+                seed=seed,
+                entry_point=task.entry_point,
+                temperature=None if feedback is None else feedback.temperature,
+            )
         except ModelError as exc:
             # A failed model call is a failed round, not a failed run.
             error = f"{type(exc).__name__}: {exc}"
@@ -208,6 +232,7 @@ class Refiner:
             control=None if feedback is None else feedback.control,
             level=None if feedback is None or feedback.level is None else str(feedback.level),
             gains=None if feedback is None else feedback.gains,
+            temperature=None if feedback is None else feedback.temperature,
             seed=seed,
             prompt_tokens=p_tok,
             completion_tokens=c_tok,
@@ -244,3 +269,16 @@ class Refiner:
             else str(verdict.trajectory),
             choice=choice if isinstance(choice, str) else None,
         )
+
+
+def _stands_still(
+    rounds: Sequence[RefinementRound], last: Feedback | None, upcoming: Feedback
+) -> bool:
+    """The latest program repeats an earlier one, and the feedback that produced it (None
+    for round 1's prompt) is what the next round would get again."""
+    *earlier, latest = rounds
+    if not any(same_code(r.code, latest.code) for r in earlier):
+        return False
+    if last is None:
+        return False  # round 1 had the bare prompt; the next round has feedback
+    return (last.text, last.temperature) == (upcoming.text, upcoming.temperature)

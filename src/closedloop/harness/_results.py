@@ -21,7 +21,8 @@ class RefinementRound(BaseModel):
 
     ``feedback`` is the feedback text that produced this round's code (None in round 1
     and for blind retry). ``control``/``level``/``gains`` are the PID signal, the intensity
-    it mapped to and the gains in force; ``score`` is None when the round was not
+    it mapped to and the gains in force; ``temperature`` the sampling temperature the
+    strategy asked for (None: the generator's own); ``score`` is None when the round was not
     evaluated (interval feedback). ``V``/``dV`` are the Lyapunov monitor's reading.
     """
 
@@ -36,6 +37,7 @@ class RefinementRound(BaseModel):
     control: float | None = None
     level: str | None = None
     gains: tuple[float, float, float] | None = None
+    temperature: float | None = None
     V: float | None = None
     dV: float | None = None
     seed: int | None = None

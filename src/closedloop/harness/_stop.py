@@ -25,6 +25,7 @@ __all__ = [
     "StopPolicy",
     "StopReason",
     "stop_after_rounds",
+    "stop_on_fixed_point",
     "stop_on_lyapunov",
     "stop_on_trajectory",
     "stop_when_target_met",
@@ -38,6 +39,7 @@ class StopReason(StrEnum):
     MAX_ROUNDS = "max_rounds"
     LYAPUNOV = "lyapunov"
     TRAJECTORY = "trajectory"
+    FIXED_POINT = "fixed_point"
     EXTERNAL = "external"
     """A policy from outside closedloop (a loopgain monitor, a budget) said stop."""
 
@@ -56,11 +58,15 @@ class RefineState:
 
     ``scores`` has one entry per round so far (from round 1), ``None`` for a round that
     was not evaluated (interval feedback). Policies judge on evaluated rounds only.
+    ``fixed_point`` is the refiner's finding that the loop stands still: the latest round
+    handed back a program an earlier round already wrote, and the next round would get
+    the same feedback (text and temperature) that led to it.
     """
 
     round: int
     scores: tuple[float | None, ...]
     target: float = 1.0
+    fixed_point: bool = False
 
     @property
     def evaluated(self) -> tuple[float, ...]:
@@ -209,4 +215,23 @@ class stop_on_trajectory(_Combinable):
         verdict = _replay(scores, state.target, self.patience)
         if verdict is not None and verdict.trajectory in self.classes:
             return StopDecision(StopReason.TRAJECTORY, f"trajectory is {verdict.trajectory}")
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class stop_on_fixed_point(_Combinable):
+    """Stop when the loop has reached a fixed point (see :class:`RefineState`).
+
+    The generator answered the same feedback with a program it had already written, and
+    the strategy would send that same feedback again: the next round could only resample
+    an answered prompt. A strategy that reacts to the repeat (PID feedback escalates)
+    changes its feedback, so this does not fire for it.
+    """
+
+    def __call__(self, state: RefineState) -> StopDecision | None:
+        if state.fixed_point:
+            return StopDecision(
+                StopReason.FIXED_POINT,
+                f"round {state.round} repeated an earlier program under the same feedback",
+            )
         return None

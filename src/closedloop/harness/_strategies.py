@@ -9,9 +9,11 @@
   with the best code so far to edit; heavy feedback asks for a new implementation and
   leaves the old code out, so it cannot anchor the answer. A small model shown its code
   tends to hand it back unchanged; when it does, the next round is heavy whatever ``u``
-  says. The wording lives in ``_prompts``.
-- :func:`interval`: evaluate only every n-th round (experiment B2); in between, the
-  generator keeps working on the last feedback.
+  says. ``u`` also sets the sampling temperature (exploration): a small push stays close
+  to the model's likeliest answer, a large one (or a push that had no effect) samples
+  wider. The wording lives in ``_prompts``.
+- :func:`~closedloop.harness.interval` (in ``_interval``) wraps any of them to evaluate
+  only every n-th round (experiment B2).
 
 A strategy is a frozen configuration; ``strategy.start(task)`` returns a session that
 holds the run's state (the PID controller) and is asked for each round's messages.
@@ -48,7 +50,6 @@ __all__ = [
     "SYSTEM_PROMPT",
     "BlindRetry",
     "Feedback",
-    "Interval",
     "PIDFeedback",
     "SelfRefine",
     "Strategy",
@@ -56,7 +57,6 @@ __all__ = [
     "StrategySession",
     "blind_retry",
     "initial_messages",
-    "interval",
     "pid_feedback",
     "self_refine",
 ]
@@ -74,6 +74,8 @@ class Feedback:
     level: FeedbackIntensity | None = None
     gains: tuple[float, float, float] | None = None
     facts: str | None = None
+    temperature: float | None = None
+    """The sampling temperature for this round; None keeps the generator's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,10 @@ class PIDFeedback:
             heavy, where the failing checks matter most).
         escalate_on_repeat: when the model hands back a program it already wrote, the
             next feedback is heavy whatever ``u`` says (the push had no effect).
+        temperatures: ``(low, high)``: the round's sampling temperature is
+            ``low + (high − low)·u``, and ``high`` after a repeated program: a model that
+            keeps answering the same has to be sampled wider to answer anything else.
+            None leaves the generator's temperature alone.
         target: the score the controller drives toward.
     """
 
@@ -234,11 +240,15 @@ class PIDFeedback:
     per_pattern: int = 3
     hints: int = 2
     escalate_on_repeat: bool = True
+    temperatures: tuple[float, float] | None = (0.2, 0.8)
     target: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("kp", "ki", "kd"):
             require_non_negative(name, getattr(self, name))
+        if self.temperatures is not None:
+            low, high = _temperature_range(self.temperatures)
+            object.__setattr__(self, "temperatures", (low, high))
         require_unit_interval("gain_reduction", self.gain_reduction)
         require_unit_interval("min_gain_scale", self.min_gain_scale)
         require_int_at_least("max_failures", self.max_failures, 1)
@@ -308,6 +318,10 @@ class _PIDSession:
         base = last if heavy else _best(ctx.history)
         facts, action = self._text(ctx, base, level, ctx.note)
         text = f"{facts}\n{action}"
+        temperature = None
+        if c.temperatures is not None:
+            low, high = c.temperatures
+            temperature = high if repeated else low + (high - low) * self.u
         return Feedback(
             messages=fresh_messages(ctx.task, text)
             if heavy
@@ -317,6 +331,7 @@ class _PIDSession:
             level=level,
             gains=self._gains(),
             facts=facts,
+            temperature=temperature,
         )
 
     def _examples(self, patterns: Mapping[str, tuple[str, ...]], names: list[str]) -> list[str]:
@@ -363,6 +378,19 @@ class _PIDSession:
         return "\n".join(lines), action
 
 
+def _temperature_range(value: object) -> tuple[float, float]:
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not all(isinstance(t, int | float) and not isinstance(t, bool) for t in value)
+        or not 0.0 <= value[0] <= value[1] <= 2.0
+    ):
+        raise ConfigurationError(
+            "temperatures", value, "must be (low, high) with 0 <= low <= high <= 2"
+        )
+    return float(value[0]), float(value[1])
+
+
 def _best(history: Sequence[RefinementRound]) -> RefinementRound:
     """The best evaluated round (the latest of equal scores: it has the newest fixes)."""
     best: RefinementRound | None = None
@@ -393,6 +421,7 @@ def pid_feedback(
     per_pattern: int = 3,
     hints: int = 2,
     escalate_on_repeat: bool = True,
+    temperatures: tuple[float, float] | None = (0.2, 0.8),
     target: float = 1.0,
 ) -> PIDFeedback:
     """PID-set precise feedback (seed 003's "PID-enhanced mode"); see :class:`PIDFeedback`."""
@@ -408,72 +437,6 @@ def pid_feedback(
         per_pattern=per_pattern,
         hints=hints,
         escalate_on_repeat=escalate_on_repeat,
+        temperatures=temperatures,
         target=target,
     )
-
-
-# --- interval feedback -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """Evaluate every ``n``-th round only (rounds 1, 1+n, 1+2n, ... and the last).
-
-    In a round after an unevaluated one, the generator gets its latest code and the last
-    feedback again, to keep working on it: seed 003 B2 saw the same convergence with
-    half the evaluator calls.
-    """
-
-    n: int
-    inner: Strategy
-
-    def __post_init__(self) -> None:
-        require_int_at_least("n", self.n, 1)
-
-    @property
-    def name(self) -> str:
-        return f"{self.inner.name}+interval{self.n}"
-
-    def start(self, task: Task) -> StrategySession:
-        return _IntervalSession(self.n, self.inner.start(task))
-
-
-@dataclass(slots=True)
-class _IntervalSession:
-    n: int
-    inner: StrategySession
-    last: Feedback | None = None
-
-    def evaluates(self, round: int) -> bool:
-        return (round - 1) % self.n == 0
-
-    def feedback(self, ctx: StrategyContext) -> Feedback:
-        if ctx.last.evaluated or self.last is None:
-            self.last = self.inner.feedback(ctx)
-            return self.last
-        if self.last.facts is not None:
-            # Only the facts: the earlier action ("write it from scratch") would contradict
-            # the request to check the code shown.
-            text = (
-                "Your latest code has not been tested yet. An earlier version of it got this "
-                f"report:\n{self.last.facts}\nCheck your latest code against every failing "
-                f"test above and fix whatever still fails. {PRECISE_ANSWER}"
-            )
-        else:
-            earlier = self.last.text or "Improve the code."
-            text = (
-                "Your latest version was not tested this round. The last test run said:\n"
-                f"{earlier}\nMake sure your latest code addresses all of it."
-            )
-        return Feedback(
-            messages=continue_messages(ctx.task, ctx.last.code, text),
-            text=text,
-            control=self.last.control,
-            level=self.last.level,
-            gains=self.last.gains,
-        )
-
-
-def interval(n: int, inner: Strategy | None = None) -> Interval:
-    """Interval feedback: ``inner`` (default :func:`pid_feedback`) evaluated every n-th round."""
-    return Interval(n, pid_feedback() if inner is None else inner)

@@ -1,9 +1,9 @@
 """Runs inside sessions: started as asyncio tasks, recorded in the store, resumed after a human.
 
-A run's record (namespace ``runs``, key ``<session id>/<run id>``, in the key's scoped
-store) is the source of truth for its status: every worker can read it, and a decision
-on a handover rebuilds the agent from the registry and resumes the frozen task from
-the store, so nothing but the executing task itself lives in this process.
+A run's record (see ``_run_records``: namespace ``runs``, key ``<session id>/<run id>``,
+in the key's scoped store) is the source of truth for its status: every worker can read
+it, and a decision on a handover rebuilds the agent from the registry and resumes the
+frozen task from the store, so nothing but the executing task itself lives in this process.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import secrets
 import shutil
 import time
@@ -21,45 +20,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigurationError, StaleStateError
+from .._exceptions import ConfigurationError
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
-from ..feedback import HandoverQueue, Record, StateStore
+from ..feedback import Record, StateStore
 from ..feedback._handover import redact
 from ..models import Model
 from ._metered import MeteredModel
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
+from ._run_records import (
+    RUNS,
+    agent_session,
+    delete_run_state,
+    handover_pending,
+    new_run_record,
+    run_key,
+    run_key_of,
+    store_scope,
+    update_run,
+)
 from ._sse import RunHub, TraceTail, step_event
 from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
 
-RUNS = "runs"
-"""The record namespace of runs, keyed ``<session id>/<run id>``."""
-
 _log = logging.getLogger("closedloop.server")
-
-
-_AGENT_SESSION = re.compile(r"^(ses_[0-9a-f]{16})\.(run_[0-9a-f]{16})$")
-
-
-def run_key(session_id: str, run_id: str) -> str:
-    """The record key of a run: ``<session id>/<run id>``."""
-    return f"{session_id}/{run_id}"
-
-
-def agent_session(session_id: str, run_id: str) -> str:
-    """The store session (and, for runners, the task id) of a run's task state.
-
-    Without a ``/``, since task ids may not hold one.
-    """
-    return f"{session_id}.{run_id}"
-
-
-def run_key_of(agent_session_id: str | None) -> str | None:
-    """The run record key a task state's session belongs to (None if not the service's)."""
-    match = _AGENT_SESSION.match(agent_session_id or "")
-    return None if match is None else run_key(match.group(1), match.group(2))
 
 
 class _HubSink:
@@ -178,29 +163,16 @@ class RunManager:
             hub_sink.discard()
             raise
         hub_sink.agent = agent_name
-        now = self._wall()
-        record = {
-            "id": run_id,
-            "session_id": session_id,
-            "agent": agent_name,
-            "task": redact(text),
-            "params": redact(dict(params)),
-            "status": "running",
-            "halt_reason": None,
-            "success": None,
-            "answer": None,
-            "message": "",
-            "handover_id": None,
-            "agent_run_id": None,
-            "agent_session": agent_session(session_id, run_id),
-            "steps": 0,
-            "created_at": now,
-            "updated_at": now,
-            "timing": {"wall_s": 0.0, "model_s": 0.0, "model_calls": 0},
-            "trace_path": str(self.trace_path(run_id)),
-            "worker": os.getpid(),  # the process whose asyncio task executes the run
-            "task_id": task_id,
-        }
+        record = new_run_record(
+            run_id=run_id,
+            session_id=session_id,
+            agent_name=agent_name,
+            text=text,
+            params=params,
+            now=self._wall(),
+            trace_path=str(self.trace_path(run_id)),
+            task_id=task_id,
+        )
         key = run_key(session_id, run_id)
         await store.record_put(RUNS, key, record, expected_version=0)
         self._spawn(store, key, agent, task, ctx, metered, handover_id=None)
@@ -388,7 +360,7 @@ class RunManager:
     ) -> None:
         halt = result.halt_reason
         frozen = halt is HaltReason.HANDOVER and result.handover_id is not None
-        rejected = frozen and not await _pending(store, result.handover_id)
+        rejected = frozen and not await handover_pending(store, result.handover_id)
         status = "handover" if frozen and not rejected else "done"
         if halt is HaltReason.CANCELLED:
             status = "cancelled"
@@ -424,28 +396,7 @@ class RunManager:
         timing: tuple[float, MeteredModel] | None = None,
     ) -> dict[str, Any]:
         """Merge ``changes`` into a run record by compare-and-set (retrying lost races)."""
-        last: StaleStateError | None = None
-        for _ in range(16):
-            record = await store.record_get(RUNS, key)
-            if record is None:
-                return {}  # the session was deleted under the run: nothing to record
-            value = {**record.to_dict(), **changes, "updated_at": self._wall()}
-            if timing is not None:
-                wall_s, metered = timing
-                before = value.get("timing") or {}
-                value["timing"] = {
-                    "wall_s": float(before.get("wall_s", 0.0)) + wall_s,
-                    "model_s": float(before.get("model_s", 0.0)) + metered.model_s,
-                    "model_calls": int(before.get("model_calls", 0)) + metered.calls,
-                }
-            try:
-                await store.record_put(RUNS, key, value, expected_version=record.version)
-            except StaleStateError as exc:
-                last = exc
-                continue
-            return value
-        assert last is not None
-        raise last
+        return await update_run(store, key, changes, now=self._wall, timing=timing)
 
     def is_local(self, store: StateStore, key: str) -> bool:
         """Whether the run executes in this process now."""
@@ -481,18 +432,7 @@ class RunManager:
 
     async def delete_run(self, store: StateStore, record: Record) -> None:
         """Remove a run's record, task state, ledger entries, handovers and trace."""
-        run = record.to_dict()
-        run_id = str(run.get("id", ""))
-        session = str(run.get("agent_session") or record.key.replace("/", ".", 1))
-        await store.delete(session)
-        for prefix in (f"{run_id}/", f"{session}/"):  # an Agent's task id, a runner's
-            for entry in await store.record_list("ledger", prefix):
-                await store.record_delete("ledger", entry.key)
-        queue = HandoverQueue(store)
-        for item in await queue.list():
-            if item.session_id == session:
-                await store.record_delete(queue.namespace, item.id)
-        await store.record_delete(RUNS, record.key)
+        run_id = await delete_run_state(store, record)
         if run_id:
             directory = self.trace_path(run_id).parent
             await asyncio.to_thread(shutil.rmtree, directory, True)
@@ -520,15 +460,3 @@ def _agent_name(sink: Any) -> str:
         if isinstance(inner, _HubSink):
             return inner.agent
     return "unknown"
-
-
-def store_scope(store: StateStore) -> str:
-    """The scope of a scoped store (``""`` for the shared one): part of local run keys."""
-    return str(getattr(store, "scope", ""))
-
-
-async def _pending(store: StateStore, handover_id: str | None) -> bool:
-    if handover_id is None:
-        return False
-    record = await HandoverQueue(store).get(handover_id)
-    return not record.status.decided

@@ -1,0 +1,157 @@
+"""The run record: how a run is keyed, what it holds, and how it is changed and removed.
+
+A run's record (namespace ``runs``, key ``<session id>/<run id>``, in the key's scoped
+store) is the source of truth for its status; every worker reads and changes it only by
+compare-and-set, so two workers never lose each other's changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._exceptions import StaleStateError
+from ..feedback import HandoverQueue, Record, StateStore
+from ..feedback._handover import redact
+from ._metered import MeteredModel
+
+__all__ = [
+    "RUNS",
+    "agent_session",
+    "delete_run_state",
+    "handover_pending",
+    "new_run_record",
+    "run_key",
+    "run_key_of",
+    "store_scope",
+    "update_run",
+]
+
+RUNS = "runs"
+"""The record namespace of runs, keyed ``<session id>/<run id>``."""
+
+_AGENT_SESSION = re.compile(r"^(ses_[0-9a-f]{16})\.(run_[0-9a-f]{16})$")
+
+
+def run_key(session_id: str, run_id: str) -> str:
+    """The record key of a run: ``<session id>/<run id>``."""
+    return f"{session_id}/{run_id}"
+
+
+def agent_session(session_id: str, run_id: str) -> str:
+    """The store session (and, for runners, the task id) of a run's task state.
+
+    Without a ``/``, since task ids may not hold one.
+    """
+    return f"{session_id}.{run_id}"
+
+
+def run_key_of(agent_session_id: str | None) -> str | None:
+    """The run record key a task state's session belongs to (None if not the service's)."""
+    match = _AGENT_SESSION.match(agent_session_id or "")
+    return None if match is None else run_key(match.group(1), match.group(2))
+
+
+def store_scope(store: StateStore) -> str:
+    """The scope of a scoped store (``""`` for the shared one): part of local run keys."""
+    return str(getattr(store, "scope", ""))
+
+
+def new_run_record(
+    *,
+    run_id: str,
+    session_id: str,
+    agent_name: str,
+    text: str,
+    params: Mapping[str, Any],
+    now: float,
+    trace_path: str,
+    task_id: str | None,
+) -> dict[str, Any]:
+    """The record of a run just started (task and params redacted)."""
+    return {
+        "id": run_id,
+        "session_id": session_id,
+        "agent": agent_name,
+        "task": redact(text),
+        "params": redact(dict(params)),
+        "status": "running",
+        "halt_reason": None,
+        "success": None,
+        "answer": None,
+        "message": "",
+        "handover_id": None,
+        "agent_run_id": None,
+        "agent_session": agent_session(session_id, run_id),
+        "steps": 0,
+        "created_at": now,
+        "updated_at": now,
+        "timing": {"wall_s": 0.0, "model_s": 0.0, "model_calls": 0},
+        "trace_path": trace_path,
+        "worker": os.getpid(),  # the process whose asyncio task executes the run
+        "task_id": task_id,
+    }
+
+
+async def update_run(
+    store: StateStore,
+    key: str,
+    changes: Mapping[str, Any],
+    *,
+    now: Callable[[], float],
+    timing: tuple[float, MeteredModel] | None = None,
+) -> dict[str, Any]:
+    """Merge ``changes`` into a run record by compare-and-set (retrying lost races).
+
+    ``timing`` (wall seconds, the run's metered model) adds to the record's totals.
+    Returns the new record, or ``{}`` when the record is gone.
+    """
+    last: StaleStateError | None = None
+    for _ in range(16):
+        record = await store.record_get(RUNS, key)
+        if record is None:
+            return {}  # the session was deleted under the run: nothing to record
+        value = {**record.to_dict(), **changes, "updated_at": now()}
+        if timing is not None:
+            wall_s, metered = timing
+            before = value.get("timing") or {}
+            value["timing"] = {
+                "wall_s": float(before.get("wall_s", 0.0)) + wall_s,
+                "model_s": float(before.get("model_s", 0.0)) + metered.model_s,
+                "model_calls": int(before.get("model_calls", 0)) + metered.calls,
+            }
+        try:
+            await store.record_put(RUNS, key, value, expected_version=record.version)
+        except StaleStateError as exc:
+            last = exc
+            continue
+        return value
+    assert last is not None
+    raise last
+
+
+async def delete_run_state(store: StateStore, record: Record) -> str:
+    """Remove a run's record, task state, ledger entries and handovers; returns its run id."""
+    run = record.to_dict()
+    run_id = str(run.get("id", ""))
+    session = str(run.get("agent_session") or record.key.replace("/", ".", 1))
+    await store.delete(session)
+    for prefix in (f"{run_id}/", f"{session}/"):  # an Agent's task id, a runner's
+        for entry in await store.record_list("ledger", prefix):
+            await store.record_delete("ledger", entry.key)
+    queue = HandoverQueue(store)
+    for item in await queue.list():
+        if item.session_id == session:
+            await store.record_delete(queue.namespace, item.id)
+    await store.record_delete(RUNS, record.key)
+    return run_id
+
+
+async def handover_pending(store: StateStore, handover_id: str | None) -> bool:
+    """Whether ``handover_id`` names a handover still waiting for a decision."""
+    if handover_id is None:
+        return False
+    record = await HandoverQueue(store).get(handover_id)
+    return not record.status.decided

@@ -55,7 +55,13 @@ async def run_small(tmp_path: Path, **overrides: Any) -> tuple[_bench.BenchRepor
 @pytest.mark.integration
 async def test_bench_compares_strategies_on_shared_first_rounds(tmp_path: Path) -> None:
     report, model = await run_small(tmp_path)
-    assert list(report.runs) == ["blind_retry", "self_refine", "pid", "pid+interval2"]
+    assert list(report.runs) == [
+        "blind_retry",
+        "self_refine",
+        "pid",
+        "pid_adaptive",
+        "pid+interval2",
+    ]
     # Round 1 (seed 0) is generated once per task, whatever the number of strategies.
     assert sum(1 for c in model.calls if c.seed == 0) == 2
     pid, refine = report.summary("pid"), report.summary("self_refine")

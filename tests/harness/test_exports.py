@@ -28,6 +28,7 @@ EXPECTED = {
     "GenerationCache",
     "Generator",
     "HumanEvalProblem",
+    "IntensityMemory",
     "Interval",
     "LoopGainStop",
     "ModelDiagnoser",

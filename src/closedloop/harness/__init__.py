@@ -4,9 +4,10 @@ A :class:`Refiner` runs generator → evaluator → feedback rounds on a :class:
 evaluator runs the task's checks on the code in a :class:`Sandbox` (a limited
 subprocess) and reports a pass rate with got / expected per failing check. The
 strategy decides what the generator hears next: :func:`blind_retry`, :func:`self_refine`,
-:func:`pid_feedback` (intensity set by a PID controller), :func:`interval` and
-:func:`auto`. Stop policies (:func:`stop_when_target_met`, :func:`stop_on_lyapunov`, ...)
-combine with ``|``.
+:func:`pid_feedback` (intensity and sampling temperature set by a PID controller; with an
+:class:`IntensityMemory`, intensities measured to have no effect are skipped),
+:func:`interval` and :func:`auto`. Stop policies (:func:`stop_when_target_met`,
+:func:`stop_on_lyapunov`, :func:`stop_on_fixed_point`, ...) combine with ``|``.
 
     from closedloop.harness import LRU_CACHE, ModelGenerator, Refiner, pid_feedback
     from closedloop.models import load_model
@@ -19,6 +20,7 @@ combine with ``|``.
 
 from __future__ import annotations
 
+from ._adaptive import IntensityMemory
 from ._auto import Auto, auto, strategy_from_spec
 from ._bench import BenchConfig, BenchReport, LoopGainStop, render_report, run_refine_bench
 from ._cache import GenerationCache, default_generation_cache_path
@@ -90,6 +92,7 @@ __all__ = [
     "GenerationCache",
     "Generator",
     "HumanEvalProblem",
+    "IntensityMemory",
     "Interval",
     "LoopGainStop",
     "ModelDiagnoser",

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._exceptions import ConfigurationError
+from ._adaptive import IntensityMemory
 from ._diagnosis import choose_strategy
 from ._interval import interval
+from ._results import RefinementRound
 from ._strategies import (
     Feedback,
     PIDFeedback,
@@ -53,6 +55,10 @@ class _AutoSession:
     def evaluates(self, round: int) -> bool:
         return True
 
+    def observe(self, rnd: RefinementRound) -> None:
+        if self.chosen is not None:
+            self.chosen.observe(rnd)
+
     def feedback(self, ctx: StrategyContext) -> Feedback:
         if self.chosen is None:
             first = ctx.history[0].evaluation
@@ -76,19 +82,25 @@ def _aggressive() -> Strategy:
     return pid_feedback(aggressive=True)
 
 
+def _adaptive() -> Strategy:
+    return pid_feedback(memory=IntensityMemory())
+
+
 _BASES: dict[str, Callable[[], Strategy]] = {
     "blind_retry": blind_retry,
     "self_refine": self_refine,
     "pid": pid_feedback,
     "pid_feedback": pid_feedback,
     "pid_aggressive": _aggressive,
+    "pid_adaptive": _adaptive,
     "auto": auto,
 }
 
 
 def strategy_from_spec(spec: str) -> Strategy:
     """A strategy from its name: ``blind_retry``, ``self_refine``, ``pid``, ``pid_aggressive``,
-    ``auto``, each optionally followed by ``+intervalN`` (``pid+interval2``)."""
+    ``pid_adaptive`` (with an :class:`IntensityMemory` of its own), ``auto``, each optionally
+    followed by ``+intervalN`` (``pid+interval2``)."""
     base, _, modifier = spec.strip().partition("+")
     factory = _BASES.get(base)
     if factory is None:

@@ -57,7 +57,7 @@ __all__ = [
     "write_outputs",
 ]
 
-DEFAULT_STRATEGIES = ("blind_retry", "self_refine", "pid", "pid+interval2")
+DEFAULT_STRATEGIES = ("blind_retry", "self_refine", "pid", "pid_adaptive", "pid+interval2")
 LOOPGAIN_VERSION = "0.6.5"
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .._validation import require_int_at_least
 from ._prompts import PRECISE_ANSWER, continue_messages
+from ._results import RefinementRound
 from ._strategies import Feedback, Strategy, StrategyContext, StrategySession, pid_feedback
 from ._tasks import Task
 
@@ -48,6 +49,9 @@ class _IntervalSession:
 
     def evaluates(self, round: int) -> bool:
         return (round - 1) % self.n == 0
+
+    def observe(self, rnd: RefinementRound) -> None:
+        self.inner.observe(rnd)
 
     def feedback(self, ctx: StrategyContext) -> Feedback:
         if ctx.last.evaluated or self.last is None:

@@ -159,6 +159,7 @@ class Refiner:
                 rnd = rnd.model_copy(update={"V": verdict.V, "dV": verdict.dV})
                 note = await self._diagnose(task, rnd)
             rounds.append(rnd)
+            session.observe(rnd)
             # The next round's feedback is settled before the stop policy reads the state,
             # so the policy can tell a loop that stands still from one that will move.
             last_feedback = feedback

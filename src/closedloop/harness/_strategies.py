@@ -29,6 +29,7 @@ from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_non_negative, require_unit_interval
 from ..control import PID, FeedbackIntensity, LyapunovVerdict, schedule_feedback_intensity
 from ..models import Message
+from ._adaptive import IntensityMemory
 from ._diagnosis import diagnose
 from ._prompts import (
     ANSWER,
@@ -116,6 +117,10 @@ class StrategySession(Protocol):
         """The messages for round ``ctx.round``."""
         ...
 
+    def observe(self, rnd: RefinementRound) -> None:
+        """Round ``rnd`` is done (scored, if it was evaluated): what the feedback achieved."""
+        ...
+
 
 class Strategy(Protocol):
     """A feedback strategy: a name, and a session per run."""
@@ -158,6 +163,9 @@ class _BlindSession:
     def feedback(self, ctx: StrategyContext) -> Feedback:
         return Feedback(messages=initial_messages(ctx.task))
 
+    def observe(self, rnd: RefinementRound) -> None:
+        pass
+
 
 def blind_retry() -> BlindRetry:
     """Open-loop retry (seed 003's baseline)."""
@@ -189,6 +197,9 @@ class _SelfRefineSession:
     def feedback(self, ctx: StrategyContext) -> Feedback:
         text = f"{_score_line(ctx.last)} Review it and improve it. {ANSWER}"
         return Feedback(messages=continue_messages(ctx.task, ctx.last.code, text), text=text)
+
+    def observe(self, rnd: RefinementRound) -> None:
+        pass
 
 
 def self_refine() -> SelfRefine:
@@ -227,6 +238,10 @@ class PIDFeedback:
             keeps answering the same has to be sampled wider to answer anything else.
             None leaves the generator's temperature alone.
         target: the score the controller drives toward.
+        memory: dead-zone compensation (:class:`IntensityMemory`): every session of this
+            strategy records what each intensity achieved, and a level measured to do
+            less than a stronger one is sent at the stronger one. None (the default)
+            keeps seed 003's fixed mapping and makes every task independent.
     """
 
     kp: float = 0.6
@@ -242,6 +257,7 @@ class PIDFeedback:
     escalate_on_repeat: bool = True
     temperatures: tuple[float, float] | None = (0.2, 0.8)
     target: float = 1.0
+    memory: IntensityMemory | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("kp", "ki", "kd"):
@@ -259,7 +275,8 @@ class PIDFeedback:
 
     @property
     def name(self) -> str:
-        return "pid_aggressive" if self.aggressive else "pid"
+        name = "pid_aggressive" if self.aggressive else "pid"
+        return f"{name}_adaptive" if self.memory is not None else name
 
     def start(self, task: Task) -> StrategySession:
         return _PIDSession(self, task)
@@ -272,6 +289,7 @@ class _PIDSession:
     scale: float = 1.0
     measured: int = 0
     u: float = 0.0
+    best: float | None = None
     pid: PID = field(init=False)
 
     def __post_init__(self) -> None:
@@ -299,6 +317,8 @@ class _PIDSession:
             raise ConfigurationError(
                 "history", ctx.history, "PID feedback needs an evaluated round"
             )
+        if self.best is None:  # started after round 1 (auto): catch up on the history
+            self.best = max((r.score for r in ctx.history if r.score is not None), default=None)
         if last.index > self.measured:
             if ctx.verdict is not None and ctx.verdict.increased and c.gain_reduction < 1.0:
                 # B1: the last push made things worse; push more gently from now on.
@@ -312,6 +332,8 @@ class _PIDSession:
             # The actuator had no effect: shown its code, the model handed it back. A
             # gentler or equal push would only be copied again, so this round goes heavy.
             level = FeedbackIntensity.HEAVY
+        if c.memory is not None:
+            level = c.memory.compensate(level)
         heavy = level is FeedbackIntensity.HEAVY
         # Light and medium edit the best code so far (after a regression, not the worse
         # last one); heavy describes the latest failures and shows no code at all.
@@ -333,6 +355,14 @@ class _PIDSession:
             facts=facts,
             temperature=temperature,
         )
+
+    def observe(self, rnd: RefinementRound) -> None:
+        if rnd.score is None:
+            return
+        memory = self.config.memory
+        if memory is not None and rnd.level is not None and self.best is not None:
+            memory.record(FeedbackIntensity(rnd.level), rnd.score > self.best + 1e-12)
+        self.best = rnd.score if self.best is None else max(self.best, rnd.score)
 
     def _examples(self, patterns: Mapping[str, tuple[str, ...]], names: list[str]) -> list[str]:
         """A few failing checks per pattern: a small model reads three examples of one bug
@@ -423,6 +453,7 @@ def pid_feedback(
     escalate_on_repeat: bool = True,
     temperatures: tuple[float, float] | None = (0.2, 0.8),
     target: float = 1.0,
+    memory: IntensityMemory | None = None,
 ) -> PIDFeedback:
     """PID-set precise feedback (seed 003's "PID-enhanced mode"); see :class:`PIDFeedback`."""
     return PIDFeedback(
@@ -439,4 +470,5 @@ def pid_feedback(
         escalate_on_repeat=escalate_on_repeat,
         temperatures=temperatures,
         target=target,
+        memory=memory,
     )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from closedloop.agent import ProjectionOptions, TaskState, default_schedule
-from closedloop.agent._projection import project
+from closedloop.agent import TaskState, default_schedule
+from closedloop.agent._projection import ProjectionOptions, project
 from closedloop.agent._state import ObservationEntry
 from closedloop.bench._adversarial_attacks import (
     INJECTION,

@@ -9,14 +9,8 @@ from typing import Any
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import (
-    Agent,
-    ControlConfig,
-    ControllerBank,
-    HaltReason,
-    edit_distance_metric,
-    rigour_instruction,
-)
+from closedloop.agent import Agent, ControlConfig, HaltReason, edit_distance_metric
+from closedloop.agent._control import ControllerBank, rigour_instruction
 from closedloop.control import PID, ActuatorSchedule, RegressionESO, select_protocol
 from closedloop.feedback import MemoryStore, SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from closedloop.agent import Agent, ControlConfig, RunResult, StepRecord, TaskControl
+from closedloop.agent import Agent, ControlConfig, RunResult, StepRecord
+from closedloop.agent._control import TaskControl
 from closedloop.control import LatencyTracker, Protocol, ProtocolSelector
 from closedloop.feedback import SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message

@@ -7,14 +7,8 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import (
-    ControlConfig,
-    PlainView,
-    StepRecord,
-    plain_view,
-    render_plain,
-    risk_label,
-)
+from closedloop.agent import ControlConfig, PlainView, StepRecord, plain_view, render_plain
+from closedloop.agent._plain import risk_label
 
 from .conftest import add, call, final, make_agent, scripted
 

@@ -8,18 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import (
-    ControlConfig,
-    ControllerBank,
-    FingerprintCache,
-    MemoryTrace,
-    TaskControl,
-    prewarm,
-    query_features,
-    query_key,
-    seed_history,
-    trace_with_notes,
-)
+from closedloop.agent import ControlConfig, FingerprintCache, MemoryTrace, prewarm
+from closedloop.agent._control import ControllerBank, TaskControl
+from closedloop.agent._prewarm import query_features, query_key, seed_history, trace_with_notes
 from closedloop.control import Protocol
 from closedloop.feedback import MemoryStore, SQLiteStore
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import ControlConfig, HaltReason, Task, agree, intersect, tool
+from closedloop.agent import ControlConfig, HaltReason, Task, tool
 from closedloop.agent._actions import Proposal
+from closedloop.agent._protocols import agree, intersect
 from closedloop.agent._records import ActionCall
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import Observation

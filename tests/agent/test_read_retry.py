@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import ReadRetry, is_transient
+from closedloop.agent import ReadRetry
+from closedloop.agent._reads import is_transient
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import MemoryStore
 from closedloop.perception import Observation, ObservationStatus

@@ -7,7 +7,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import action_signature, looks_volatile, normalise_arguments
+from closedloop.agent._repeats import action_signature, looks_volatile, normalise_arguments
 
 
 def test_volatile_values_are_recognised() -> None:

@@ -9,7 +9,9 @@ import jsonschema
 import pytest
 
 from closedloop import ConfigurationError, ToolError
-from closedloop.agent import Tool, as_tool, inline_refs, requires_nonempty, to_observation, tool
+from closedloop.agent import Tool, as_tool, requires_nonempty, tool
+from closedloop.agent._actions import inline_refs
+from closedloop.agent._tools import to_observation
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.perception import EMPTY_MEANING, HttpTool, Observation, ObservationStatus
 
@@ -204,7 +206,7 @@ def lambda_free_upper(text: str) -> str:
 
 
 def test_a_stored_observation_replayed_by_the_ledger_reads_as_itself() -> None:
-    from closedloop.agent import to_observation
+    from closedloop.agent._tools import to_observation
     from closedloop.perception import Observation
 
     original = Observation.empty(source="rooms", timestamp=5.0)

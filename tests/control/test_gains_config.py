@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from closedloop.agent import ControlConfig, ControllerBank
+from closedloop.agent import ControlConfig
+from closedloop.agent._control import ControllerBank
 from closedloop.control import GainPredictor, Gains, GainTable
 from closedloop.feedback import MemoryStore
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from closedloop import StaleStateError
-from closedloop.agent import ControlConfig, ControllerBank
+from closedloop.agent import ControlConfig
+from closedloop.agent._control import ControllerBank
 from closedloop.execution import (
     AtomicAction,
     EffectClass,

@@ -130,6 +130,11 @@ async def test_loopgain_column_against_the_lyapunov_stop(tmp_path: Path) -> None
     assert (theirs["mean_rounds"], theirs["wasted_rounds"]) == (3.0, 4)
     assert ours["final_pass_rate"] == theirs["final_pass_rate"] == pytest.approx(0.55)
     assert ours["outcomes"] == {"fixed_point": 2}
+    target = next(
+        line for line in _bench.target_lines(report) if "rounds on the self-refine" in line
+    )
+    assert target.endswith("fewer at an equal pass rate: met")
+    assert "closedloop stop 2.00 (pass rate 0.550) vs loopgain 0.6.5 3.00 (0.550)" in target
     assert report.loopgain_note is None
 
 

@@ -407,3 +407,28 @@ async def test_without_temperatures_the_generator_keeps_its_own() -> None:
 def test_bad_temperature_ranges_are_refused(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="temperatures"):
         pid_feedback(temperatures=bad)  # type: ignore[arg-type]
+
+
+async def test_blind_retry_at_its_own_temperature_is_the_open_loop_control() -> None:
+    result, model, _ = await run(blind_retry(0.6), [3, 4, 5])
+    assert [c.temperature for c in model.calls] == [0.0, 0.6, 0.6]
+    assert all(call.messages == model.calls[0].messages for call in model.calls)
+    assert [r.temperature for r in result.rounds] == [None, 0.6, 0.6]
+    assert blind_retry(0.6).name == "blind_retry@0.6"
+    spec = strategy_from_spec("blind_retry@0.6")
+    assert spec == blind_retry(0.6) and spec.name == "blind_retry@0.6"
+    assert strategy_from_spec("blind_retry@0.8+interval2").name == "blind_retry@0.8+interval2"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("blind_retry@hot", "must be a number"),
+        ("blind_retry@3", "must lie in"),
+        ("blind_retry@nan", "must lie in"),
+        ("pid@0.5", "only blind_retry"),
+    ],
+)
+def test_bad_blind_temperatures_are_refused(spec: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        strategy_from_spec(spec)

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from closedloop import ActionError, ConfigurationError, ReconciliationRequiredError, ToolError
-from closedloop.agent import tools_by_name
+from closedloop.agent._tools import tools_by_name
 from closedloop.execution import (
     AtomicAction,
     EffectClass,

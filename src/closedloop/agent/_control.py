@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,8 +61,15 @@ __all__ = [
     "rigour_instruction",
 ]
 
-ErrorMetric = Callable[[ActionCall | None, Observation], float]
-"""A step type's error signal: ``(action, observation) -> e`` in [0, 1], 0 is no error."""
+
+class ErrorMetric(typing.Protocol):
+    """A step type's error signal: ``(action, observation) -> e`` in [0, 1], 0 is no error.
+
+    Any function of that shape is one; ``action`` is None for a step that called no tool.
+    """
+
+    def __call__(self, action: ActionCall | None, observation: Observation, /) -> float: ...
+
 
 EMPTY_ERROR = 0.5
 """The least error an empty answer counts for: well-formed, but it carried no information."""
@@ -129,9 +137,9 @@ class ControlConfig:
     replaces ``kp``/``ki``/``kd``/``eso_window``/``eso_min_samples``; the given values stay
     in ``fixed_gains`` as the fallback when the source is missing, unreadable, out of range
     or older than ``gain_max_age_s`` (at ``gain_clock()``). ``gain_source`` says which
-    row ran and ``gain_warning`` why not the table (the trace carries it, see
-    ``closedloop.agent.trace_with_notes``). ``prior_f_est`` is a pre-warmed disturbance
-    estimate that holds until the ESO has its own (``closedloop.agent.prewarm``).
+    row ran and ``gain_warning`` why not the table (the run's first trace record carries
+    it). ``prior_f_est`` is a pre-warmed disturbance estimate that holds until the ESO has
+    its own (:func:`closedloop.agent.prewarm`).
     """
 
     kp: float = 0.8

@@ -27,7 +27,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_non_negative, require_unit_interval
-from ..agent import query_features
+from ..agent._prewarm import query_features
 from ..control import GainPredictor, Gains, GainTable, TuningResult, tune_gains
 from ..reference import Task
 from ._advanced_parts import (

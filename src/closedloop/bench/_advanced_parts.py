@@ -24,10 +24,8 @@ from ..agent import (
     StepRecord,
     TraceSink,
     prewarm,
-    query_features,
-    query_key,
-    seed_history,
 )
+from ..agent._prewarm import query_features, query_key, seed_history
 from ..control import GainPredictor, GainTable, Protocol
 from ..feedback import MemoryStore
 from ..perception import Observation, ObservationStatus

@@ -29,7 +29,8 @@ from rich.table import Table
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least
-from ..agent import MemoryTrace, RunResult, StepRecord, plot_run, to_json_text
+from ..agent import MemoryTrace, RunResult, StepRecord, plot_run
+from ..agent._trace import to_json_text
 from ..reference import Task, load_tasks
 from ._faults import summarise_cells
 from ._report import CellSummary, EpisodeResult, write_json

@@ -30,7 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_non_negative
-from ..agent import RunResult, TraceSink, tools_by_name
+from ..agent import RunResult, TraceSink
+from ..agent._tools import tools_by_name
 from ..feedback import MemoryStore
 from ..models import Model
 from ..perception import Observation, ObservationStatus, sanitize_json

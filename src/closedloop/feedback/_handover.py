@@ -2,7 +2,7 @@
 
 When the protocol selector reaches ``MANUAL_HANDOVER`` the loop freezes its task state,
 builds an audit list (what was observed, which checks failed, a suggested fix; see
-``closedloop.agent``'s ``build_audit``) and submits both here; a reviewer later decides, exactly once, and the decision resumes or
+``build_audit`` in ``closedloop/agent/_trace.py``) and submits both here; a reviewer later decides, exactly once, and the decision resumes or
 ends the task. Items are records in a :class:`StateStore` namespace, so they survive the
 process and a whole fleet of servers shares one queue. This module is the one place that
 defines the record format: ``EscalateToHuman`` writes its escalation entries through

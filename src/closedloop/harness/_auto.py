@@ -100,12 +100,28 @@ _BASES: dict[str, Callable[[], Strategy]] = {
 def strategy_from_spec(spec: str) -> Strategy:
     """A strategy from its name: ``blind_retry``, ``self_refine``, ``pid``, ``pid_aggressive``,
     ``pid_adaptive`` (with an :class:`IntensityMemory` of its own), ``auto``, each optionally
-    followed by ``+intervalN`` (``pid+interval2``)."""
+    followed by ``+intervalN`` (``pid+interval2``); ``blind_retry@T`` samples rounds 2 and
+    later at temperature ``T``."""
     base, _, modifier = spec.strip().partition("+")
+    base, at, temperature = base.partition("@")
+    if at:
+        if base != "blind_retry":
+            raise ConfigurationError("strategy", spec, "only blind_retry takes @TEMPERATURE")
+        try:
+            value = float(temperature)
+        except ValueError:
+            raise ConfigurationError(
+                "strategy", spec, "@TEMPERATURE must be a number, e.g. blind_retry@0.6"
+            ) from None
+        blind: Strategy = blind_retry(value)
+        return _with_modifier(blind, modifier, spec)
     factory = _BASES.get(base)
     if factory is None:
         raise ConfigurationError("strategy", spec, f"unknown; known: {', '.join(_BASES)}")
-    strategy: Strategy = factory()
+    return _with_modifier(factory(), modifier, spec)
+
+
+def _with_modifier(strategy: Strategy, modifier: str, spec: str) -> Strategy:
     if modifier:
         n = modifier.removeprefix("interval")
         if not modifier.startswith("interval") or not n.isdigit() or int(n) < 1:

@@ -429,15 +429,29 @@ def target_lines(report: BenchReport) -> list[str]:
     k = min(3, report.config.rounds)
     after = {s: report.pass_rate_by_round(s)[k - 1] for s in report.runs}
     lines: list[str] = []
-    if "pid" in after:
+    for pid in (name for name in ("pid", "pid_adaptive") if name in after):
         for other, need in (("self_refine", 3.0), ("blind_retry", 5.0)):
             if other in after:
-                gap = 100.0 * (after["pid"] - after[other])
+                gap = 100.0 * (after[pid] - after[other])
                 ok = "met" if gap >= need else "NOT met"
                 lines.append(
-                    f"target: pid - {other} after round {k}: {gap:+.1f} points "
+                    f"target: {pid} - {other} after round {k}: {gap:+.1f} points "
                     f"(want >= +{need:.0f}): {ok}"
                 )
+    ours = [n for n in report.stop_runs if n.startswith("closedloop")]
+    theirs = [n for n in report.stop_runs if n.startswith("loopgain")]
+    if ours and theirs:
+        a, b = report.stop_summary(ours[0]), report.stop_summary(theirs[0])
+        ok = (
+            a["mean_rounds"] < b["mean_rounds"]
+            and a["final_pass_rate"] >= b["final_pass_rate"] - 1e-9
+        )
+        lines.append(
+            f"target: rounds on the self-refine loop, closedloop stop {a['mean_rounds']:.2f} "
+            f"(pass rate {a['final_pass_rate']:.3f}) vs {theirs[0]} {b['mean_rounds']:.2f} "
+            f"({b['final_pass_rate']:.3f}), fewer at an equal pass rate: "
+            f"{'met' if ok else 'NOT met'}"
+        )
     regressed = sum(report.summary(s)["returned_regressed"] for s in report.runs)
     lines.append(f"target: regressed outputs returned: {regressed} (want 0)")
     return lines

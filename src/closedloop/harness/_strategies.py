@@ -143,33 +143,47 @@ def _score_line(r: RefinementRound) -> str:
 
 @dataclass(frozen=True, slots=True)
 class BlindRetry:
-    """Open loop: the original prompt every round; nothing of earlier rounds is passed on."""
+    """Open loop: the original prompt every round; nothing of earlier rounds is passed on.
+
+    ``temperature`` samples rounds 2 and later at a fixed temperature of their own (round
+    1 stays the generator's): the open-loop control for a strategy that raises the
+    temperature, so that a benchmark can tell wider sampling from feedback.
+    """
+
+    temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and not (
+            isinstance(self.temperature, int | float) and 0.0 <= self.temperature <= 2.0
+        ):
+            raise ConfigurationError("temperature", self.temperature, "must lie in [0, 2]")
 
     @property
     def name(self) -> str:
-        return "blind_retry"
+        return "blind_retry" if self.temperature is None else f"blind_retry@{self.temperature:g}"
 
     def start(self, task: Task) -> StrategySession:
-        return _BlindSession(task)
+        return _BlindSession(task, self.temperature)
 
 
 @dataclass(slots=True)
 class _BlindSession:
     task: Task
+    temperature: float | None = None
 
     def evaluates(self, round: int) -> bool:
         return True
 
     def feedback(self, ctx: StrategyContext) -> Feedback:
-        return Feedback(messages=initial_messages(ctx.task))
+        return Feedback(messages=initial_messages(ctx.task), temperature=self.temperature)
 
     def observe(self, rnd: RefinementRound) -> None:
         pass
 
 
-def blind_retry() -> BlindRetry:
-    """Open-loop retry (seed 003's baseline)."""
-    return BlindRetry()
+def blind_retry(temperature: float | None = None) -> BlindRetry:
+    """Open-loop retry (seed 003's baseline); see :class:`BlindRetry` for ``temperature``."""
+    return BlindRetry(temperature)
 
 
 # --- self-refine -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._exceptions import ClosedLoopError
-from ..agent import runs_root
+from ..agent._trace_files import runs_root
 from ..feedback import StateStore
 from ..models import Model
 from ._auth import ApiKeys, Principal

@@ -15,17 +15,9 @@ from typing import Any
 import httpx
 
 from ..._exceptions import ConfigurationError
-from ...agent import (
-    Agent,
-    ControlConfig,
-    ControllerBank,
-    ErrorMetric,
-    RequiredField,
-    RunResult,
-    TaskState,
-    as_tool,
-)
+from ...agent import Agent, ControlConfig, ErrorMetric, RequiredField, RunResult, TaskState, as_tool
 from ...agent import Task as AgentTask
+from ...agent._control import ControllerBank
 from ...feedback import HandoverQueue, MemoryStore, StateStore
 from ...models import Completion, Model, Usage, load_model
 from .._cities import CityNormaliser

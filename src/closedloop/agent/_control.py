@@ -222,9 +222,11 @@ class ControlConfig:
         object.__setattr__(self, "gain_warning", warning or choice.warning)
 
     def metric_for(self, step_type: str) -> ErrorMetric:
+        """The error metric of ``step_type``: its own from ``metrics``, else the default."""
         return self.metrics.get(step_type, self.default_metric)
 
     def new_pid(self) -> PID:
+        """A fresh PID with this configuration's gains, output in [0, 1]."""
         # The PID regulates quality (1 − e) towards 1, so its error term is e itself and
         # u grows with the error; the derivative acts on the measurement (no kick).
         return PID(

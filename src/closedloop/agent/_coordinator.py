@@ -92,12 +92,15 @@ class Coordinator:
         return decision
 
     def f_est(self, name: str) -> float:
+        """The sub-agent's current disturbance estimate."""
         return self._eso[self._known(name)].f_est
 
     def decision(self, name: str) -> Decision:
+        """What the coordinator currently decides for the sub-agent ``name``."""
         return _FROM_PROTOCOL[self._selector[self._known(name)].protocol]
 
     def decisions(self) -> dict[str, Decision]:
+        """The current decision for every known sub-agent."""
         return {n: self.decision(n) for n in self.names}
 
     def replan(self, roles: Mapping[str, str]) -> dict[str, str | None]:

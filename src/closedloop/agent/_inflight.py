@@ -58,6 +58,7 @@ class Budget:
 
     @property
     def exhausted(self) -> bool:
+        """True once the tokens or the cost spent reach their limit."""
         with self._lock:
             return self._exhausted()
 
@@ -68,11 +69,13 @@ class Budget:
 
     @property
     def tokens_left(self) -> int | None:
+        """Tokens still allowed (None without a token limit)."""
         with self._lock:
             return None if self.tokens is None else max(0, self.tokens - self.tokens_used)
 
     @property
     def cost_left(self) -> float | None:
+        """Cost still allowed (None without a cost limit)."""
         with self._lock:
             return None if self.cost is None else max(0.0, self.cost - self.cost_used)
 

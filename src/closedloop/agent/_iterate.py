@@ -44,6 +44,7 @@ class AgentRun:
         return await self._gen.__anext__()
 
     async def aclose(self) -> None:
+        """End the run early: it halts as ``cancelled`` and its trace is closed."""
         if self._gen is not None:
             await self._gen.aclose()  # type: ignore[attr-defined]
 

@@ -45,6 +45,7 @@ class PlainLine:
     figure: str
 
     def as_dict(self) -> dict[str, str]:
+        """The line as JSON data."""
         return {"term": self.term, "plain": self.plain, "figure": self.figure}
 
 
@@ -57,6 +58,7 @@ class PlainView:
     lines: tuple[PlainLine, ...]
 
     def as_dict(self) -> dict[str, Any]:
+        """The view as JSON data."""
         return {
             "risk": self.risk,
             "risk_label": self.risk_label,

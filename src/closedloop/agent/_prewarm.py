@@ -91,6 +91,7 @@ class FingerprintCache:
         self.clock = clock
 
     async def recall(self, key: str) -> Fingerprint | None:
+        """The fingerprint of ``key``; None when unknown, expired or damaged."""
         record = await self.store.record_get(self.namespace, key)
         if record is None:
             return None
@@ -109,6 +110,7 @@ class FingerprintCache:
         return found
 
     async def remember(self, key: str, f_est: float, first_error: float) -> Fingerprint:
+        """Blend one run's f_est and first-step error into the fingerprint of ``key``."""
         f = require_unit_interval("f_est", f_est)
         e = require_unit_interval("first_error", first_error)
         old = await self.recall(key)
@@ -146,6 +148,7 @@ class Prewarm:
     tool_errors: Mapping[str, tuple[float, ...]]
 
     def note(self) -> str:
+        """One line for the trace: the prior f_est and its source, or a cold start."""
         if self.f_est is None:
             return "pre-warm: no history, the run starts cold"
         return f"pre-warm: prior f_est {self.f_est:.2f} from {self.source}"

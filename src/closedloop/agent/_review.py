@@ -73,6 +73,7 @@ class ModelReviewer:
         self.max_tokens = max_tokens
 
     def messages(self, request: ReviewRequest) -> list[dict[str, str]]:
+        """The chat messages that ask the model about ``request``."""
         step = request.step
         return [
             {

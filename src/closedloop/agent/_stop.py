@@ -114,6 +114,7 @@ class StopAny(StopPolicy):
         return None
 
     def max_delay_s(self) -> float | None:
+        """The earliest deadline among the parts: whichever fires first ends the run."""
         delays = [d for d in (p.max_delay_s() for p in self.parts) if d is not None]
         return min(delays) if delays else None
 

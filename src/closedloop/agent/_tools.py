@@ -81,6 +81,7 @@ class Tool:
 
     @property
     def effect(self) -> EffectClass:
+        """The effect class of the tool's action (read, idempotent write, ...)."""
         return self.action.effect
 
     def openai_schema(self) -> dict[str, Any]:

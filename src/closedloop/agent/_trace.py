@@ -57,9 +57,11 @@ __all__ = [
 class TraceSink(Protocol):
     """Where the loop sends each step record as it happens, and the result at the end."""
 
-    async def write(self, record: StepRecord) -> None: ...
+    async def write(self, record: StepRecord) -> None:
+        """Take one step record as its step ends."""
 
-    async def close(self, result: RunResult) -> None: ...
+    async def close(self, result: RunResult) -> None:
+        """Take the run's result; the run is over."""
 
 
 def _finite(value: Any) -> Any:

@@ -68,7 +68,8 @@ async def test_tool_history_blends_in_and_seeds_the_run_pids() -> None:
     assert warm.tool_errors == {"search_flights": (0.5, 0.9, 0.7)}
     assert warm.f_est == pytest.approx(0.5 * 0.3 + 0.5 * 0.7)
     run_store = MemoryStore()
-    assert await seed_history(run_store, warm) == 1
+    assert await warm.seed(run_store) == 1
+    assert await seed_history(MemoryStore(), warm, window=2) == 1
     bank = ControllerBank(ControlConfig(), run_store)
     assert await bank.output("search_flights") > 0.0 and bank.warm["search_flights"] == 3
 
@@ -142,3 +143,16 @@ async def test_an_agent_with_a_good_gain_table_adds_no_note() -> None:
     agent, trace = make_agent(scripted(call("add", a=1, b=1), final("2")), [add])
     await agent.run("sum")
     assert all(not note.startswith("gain") for note in trace.records[0].notes)
+
+
+async def test_a_finished_run_prewarms_the_next_by_query_and_by_family() -> None:
+    cache = FingerprintCache(MemoryStore())
+    agent, _ = make_agent(scripted(call("add", a=1, b=2), final("3")), [add])
+    result = await agent.run("add 1 and 2")
+    await cache.remember_run(result, query="add 1 and 2", family="math")
+    same = await prewarm(cache, query=" ADD 1 and 2", family="other", tools=[])
+    assert same.f_est is not None and "query fingerprint (1 runs)" in same.source
+    sibling = await prewarm(cache, query="add 5 and 6", family="math", tools=[])
+    assert sibling.f_est == same.f_est and "family 'math'" in sibling.source
+    stranger = await prewarm(cache, query="add 5 and 6", family="other", tools=[])
+    assert stranger.f_est is None

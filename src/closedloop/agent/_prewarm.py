@@ -32,6 +32,7 @@ __all__ = [
     "Fingerprint",
     "FingerprintCache",
     "Prewarm",
+    "family_key",
     "prewarm",
     "query_features",
     "query_key",
@@ -46,6 +47,11 @@ def query_key(text: str) -> str:
     """A stable key for a query: NFKC, lower case, collapsed spaces, hashed."""
     norm = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).strip().lower())
     return hashlib.blake2b(norm.encode("utf-8"), digest_size=10).hexdigest()
+
+
+def family_key(family: str) -> str:
+    """The fingerprint key of a task family (a domain)."""
+    return f"family:{family}"
 
 
 def query_features(text: str, domain: str, domains: Sequence[str]) -> tuple[float, ...]:
@@ -123,8 +129,9 @@ class FingerprintCache:
         await self.store.record_put(self.namespace, key, value)
         return found
 
-    async def remember_run(self, keys: Sequence[str], result: RunResult) -> None:
-        """Fingerprint a finished run under each of ``keys`` (query key, family key).
+    async def remember_run(self, result: RunResult, *, query: str, family: str) -> None:
+        """Fingerprint a finished run under its query and its family, the two keys
+        :func:`prewarm` looks up.
 
         The run's disturbance is its peak f_est; a run too short for the ESO to estimate
         (f_est stayed 0) counts its mean step error instead (the shortfall the ESO's
@@ -135,7 +142,7 @@ class FingerprintCache:
         f_est = max(s.f_est for s in result.steps)
         if f_est == 0.0:
             f_est = sum(s.error for s in result.steps) / len(result.steps)
-        for key in keys:
+        for key in (query_key(query), family_key(family)):
             await self.remember(key, f_est, result.steps[0].error)
 
 
@@ -152,6 +159,11 @@ class Prewarm:
         if self.f_est is None:
             return "pre-warm: no history, the run starts cold"
         return f"pre-warm: prior f_est {self.f_est:.2f} from {self.source}"
+
+    async def seed(self, store: StateStore, *, namespace: str = "control", window: int = 10) -> int:
+        """Copy the tools' recent errors into a run's store so its PIDs warm-start; returns
+        how many step types were seeded."""
+        return await seed_history(store, self, namespace=namespace, window=window)
 
 
 def _errors(value: Mapping[str, Any]) -> tuple[float, ...]:
@@ -193,7 +205,7 @@ async def prewarm(
     if own is not None:
         base, source = own.f_est, f"query fingerprint ({own.runs} runs)"
     else:
-        fam = await cache.recall(f"family:{family}")
+        fam = await cache.recall(family_key(family))
         if fam is not None:
             base, source = fam.f_est, f"family '{family}' fingerprint ({fam.runs} runs)"
     if tool_errors:

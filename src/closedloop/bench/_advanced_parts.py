@@ -25,7 +25,7 @@ from ..agent import (
     TraceSink,
     prewarm,
 )
-from ..agent._prewarm import query_features, query_key, seed_history
+from ..agent._prewarm import query_features
 from ..control import GainPredictor, GainTable, Protocol
 from ..feedback import MemoryStore
 from ..perception import Observation, ObservationStatus
@@ -206,13 +206,11 @@ class PrewarmVariant(PlainVariant):
         warm = await prewarm(
             self.cache, query=task.prompt, family=task.domain, tools=tools, history=self.memory
         )
-        await seed_history(episode.store, warm)
+        await warm.seed(episode.store)
         self.priors[task.id] = warm.f_est
         outcome = await self.inner.run(episode)
         if outcome.run is not None:
-            await self.cache.remember_run(
-                [query_key(task.prompt), f"family:{task.domain}"], outcome.run
-            )
+            await self.cache.remember_run(outcome.run, query=task.prompt, family=task.domain)
         for name in tools:  # the run's PID histories become the next runs' signals
             record = await episode.store.record_get("control", name)
             if record is not None:

@@ -7,6 +7,7 @@ import pytest
 
 from closedloop import ConfigurationError
 from closedloop.bench import faults_from_log, oracle_verdict
+from closedloop.bench._oracle import handover_justified
 from closedloop.reference import Task, ToolCall, load_tasks
 from closedloop.world import FaultEvent, FaultKind, FaultPlanner, load_profile, serve_world
 
@@ -83,3 +84,21 @@ def test_the_planner_agrees_with_what_a_real_world_logs() -> None:
     expected = FaultPlanner(profile, 7)
     for index in range(60):
         assert logged("weather", index) == (expected.plan("weather", index).outcome is not None)
+
+
+@pytest.mark.parametrize(
+    ("handed_over", "impossible", "solvable", "expected"),
+    [
+        (False, True, False, None),
+        (True, True, True, True),  # nothing could satisfy it: a human is the right end
+        (True, False, False, True),  # no policy could finish it within the budget
+        (True, False, True, False),  # solvable: the agent gave up too early
+    ],
+)
+def test_when_a_handover_was_justified(
+    handed_over: bool, impossible: bool, solvable: bool, expected: bool | None
+) -> None:
+    assert (
+        handover_justified(handed_over=handed_over, impossible=impossible, solvable=solvable)
+        is expected
+    )

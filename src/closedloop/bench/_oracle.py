@@ -7,8 +7,9 @@ every ideal call gets one unfaulted request within its budget. Latency alone is 
 fault (an ideal policy waits); every injected outcome is (an error, a 429, an outage, an
 empty answer, schema drift, an effect whose answer was lost).
 
-A handover is *justified* when its episode was not oracle-solvable: no policy could
-have finished it within the budget, so asking a human was the right call.
+A handover is *justified* when the task is impossible (nothing could satisfy it; a
+handover or a refusal is its correct end) or its episode was not oracle-solvable: no
+policy could have finished it within the budget, so asking a human was the right call.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "OracleVerdict",
     "fault_summary",
     "faults_from_log",
+    "handover_justified",
     "oracle_verdict",
     "planner_faults",
 ]
@@ -130,3 +132,10 @@ def fault_summary(events: Iterable[FaultEvent]) -> dict[str, int]:
             continue
         counts[event.kind.value] = counts.get(event.kind.value, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def handover_justified(*, handed_over: bool, impossible: bool, solvable: bool) -> bool | None:
+    """Whether a handover was the right call (see the module docstring); None without one."""
+    if not handed_over:
+        return None
+    return impossible or not solvable

@@ -33,7 +33,7 @@ from ..agent import TraceSink
 from ..feedback import MemoryStore
 from ..reference import Answer, Task, WorldTools, check, load_tasks
 from ._models import EpisodeMeter, ModelSource, model_source
-from ._oracle import fault_summary, oracle_verdict
+from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
 from ._strategies import STRATEGY_NAMES, Episode, Limits, Outcome, Strategy, get_strategy
 from ._worlds import WorldFarm
@@ -333,7 +333,11 @@ class EpisodeRunner:
             halt=outcome.halt,
             loop_steps=outcome.steps,
             handed_over=outcome.handed_over,
-            handover_justified=(not oracle.solvable) if outcome.handed_over else None,
+            handover_justified=handover_justified(
+                handed_over=outcome.handed_over,
+                impossible=task.impossible,
+                solvable=oracle.solvable,
+            ),
             oracle_solvable=oracle.solvable,
             model_calls=tally.calls,
             prompt_tokens=tally.prompt_tokens,

@@ -32,6 +32,7 @@ from ..agent import (
     ReadRetry,
     RunResult,
     Tool,
+    TraceSink,
     as_tool,
     default_schedule,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "closed_loop_tools",
     "control_config",
     "fixed_config",
+    "react_agent",
     "reference_builder",
     "reference_config",
 ]
@@ -126,6 +128,39 @@ are asked again within the shared attempt budget; a doubtful empty answer is re-
 
 FIXED_U = 0.5
 """The control signal the controller-off strategy is frozen at: a mid, hand-tuned setting."""
+
+
+def react_agent(
+    episode: Episode,
+    control: ControlConfig,
+    *,
+    tools: Any = None,
+    trace: TraceSink | None = None,
+    read_retry: ReadRetry = READ_RETRY,
+) -> Agent:
+    """The ReAct agent of one closed-loop episode: the episode's model, tools (or
+    ``tools``), store, limits and trace (or ``trace``), under ``control``."""
+    limits = episode.limits
+    source = episode.tools if tools is None else tools
+    sink = trace if trace is not None else episode.trace
+    return Agent(
+        episode.model,
+        closed_loop_tools(source, episode.task.domain, limits.attempts, sleep=episode.sleep),
+        mode="react",
+        max_steps=limits.max_steps,
+        deadline_s=limits.deadline_s,
+        store=episode.store,
+        control=control,
+        max_tokens=limits.max_tokens,
+        temperature=limits.temperature,
+        seed=limits.seed,
+        tool_calling="json",
+        no_progress=limits.no_progress,
+        observation_chars=limits.observation_chars,
+        trace=sink if sink is not None else False,
+        sleep=episode.sleep,
+        read_retry=read_retry,
+    )
 
 
 def fixed_config(config: ControlConfig, u: float = FIXED_U) -> ControlConfig:
@@ -225,26 +260,7 @@ class ClosedLoopAgent:
             control = fixed_config(control)
         if self.builder is not None:
             return self.builder(episode, control)
-        return Agent(
-            episode.model,
-            closed_loop_tools(
-                episode.tools, episode.task.domain, limits.attempts, sleep=episode.sleep
-            ),
-            mode="react",
-            max_steps=limits.max_steps,
-            deadline_s=limits.deadline_s,
-            store=episode.store,
-            control=control,
-            max_tokens=limits.max_tokens,
-            temperature=limits.temperature,
-            seed=limits.seed,
-            tool_calling="json",
-            no_progress=limits.no_progress,
-            observation_chars=limits.observation_chars,
-            trace=episode.trace if episode.trace is not None else False,
-            sleep=episode.sleep,
-            read_retry=READ_RETRY,
-        )
+        return react_agent(episode, control)
 
     async def _reference(self, episode: Episode) -> RunResult:
         build = reference_builder(episode.task.domain)

@@ -186,25 +186,10 @@ class RunManager:
         this works in any process); the steps before the freeze seed the event channel so
         event numbers continue.
         """
-        session_id, run_id = str(run["session_id"]), str(run["id"])
-        agent_name = str(run["agent"])
-        # Seed the channel before the sink opens it, with the steps before the freeze.
-        local_key = f"{store_scope(store)}/{run_key(session_id, run_id)}"
-        self.hub.open(local_key, await TraceTail(run.get("trace_path")).poll())
-        ctx, metered, hub_sink = self._context(store, session_id, run_id, run.get("params") or {})
-        hub_sink.agent = agent_name
-        try:
-            agent = await self.registry.build(agent_name, ctx)
-            task = self.registry.task_for(
-                agent_name, str(run["task"]), ctx, agent, run.get("task_id") or None
-            )
-        except BaseException:
-            hub_sink.discard()
-            raise
-        key = run_key(session_id, run_id)
+        key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=False)
         await self.update(store, key, {"status": "running", "handover_id": handover_id})
         self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id)
-        self.metrics.runs_started.labels(agent_name, "resume").inc()
+        self.metrics.runs_started.labels(str(run["agent"]), "resume").inc()
 
     def executes_here(self, store: StateStore, key: str) -> bool:
         """Whether this process runs the asyncio task of run ``key``."""
@@ -217,15 +202,27 @@ class RunManager:
         pending effects, takes the task over by compare-and-set (a worker that was only
         slow loses its next save) and redoes the step the task was in.
         """
+        key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=True)
+        await self.update(store, key, {"worker": os.getpid()})
+        self._spawn(store, key, agent, task, ctx, metered, handover_id=None, recover=True)
+        self.metrics.runs_started.labels(str(run["agent"]), "recover").inc()
+
+    async def _rebuild(
+        self, store: StateStore, run: Mapping[str, Any], *, agent_only: bool
+    ) -> tuple[str, Any, Any, AgentContext, MeteredModel]:
+        """A stored run's agent and task, built afresh from the registry (so this works in
+        any process), with its event channel seeded by the steps already traced so event
+        numbers continue. ``agent_only``: refuse a runner (only an ``Agent`` recovers)."""
         session_id, run_id = str(run["session_id"]), str(run["id"])
         agent_name = str(run["agent"])
-        local_key = f"{store_scope(store)}/{run_key(session_id, run_id)}"
-        self.hub.open(local_key, await TraceTail(run.get("trace_path")).poll())
+        key = run_key(session_id, run_id)
+        # Seed the channel before the sink opens it.
+        self.hub.open(f"{store_scope(store)}/{key}", await TraceTail(run.get("trace_path")).poll())
         ctx, metered, hub_sink = self._context(store, session_id, run_id, run.get("params") or {})
         hub_sink.agent = agent_name
         try:
             agent = await self.registry.build(agent_name, ctx)
-            if not isinstance(agent, Agent):
+            if agent_only and not isinstance(agent, Agent):
                 raise ConfigurationError("agent", agent_name, "is a runner; only an Agent recovers")
             task = self.registry.task_for(
                 agent_name, str(run["task"]), ctx, agent, run.get("task_id") or None
@@ -233,10 +230,7 @@ class RunManager:
         except BaseException:
             hub_sink.discard()
             raise
-        key = run_key(session_id, run_id)
-        await self.update(store, key, {"worker": os.getpid()})
-        self._spawn(store, key, agent, task, ctx, metered, handover_id=None, recover=True)
-        self.metrics.runs_started.labels(agent_name, "recover").inc()
+        return key, agent, task, ctx, metered
 
     def _spawn(
         self,

@@ -12,6 +12,7 @@ __all__ = [
     "require_limits",
     "require_non_negative",
     "require_positive",
+    "require_temperature",
     "require_unit_interval",
 ]
 
@@ -44,6 +45,13 @@ def require_unit_interval(name: str, value: float) -> float:
     if not 0.0 <= value <= 1.0:
         raise ConfigurationError(name, value, "must lie in [0, 1]")
     return value
+
+
+def require_temperature(name: str, value: float) -> float:
+    """A sampling temperature: a real number in [0, 2] (NaN is outside it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 2.0:
+        raise ConfigurationError(name, value, "must lie in [0, 2]")
+    return float(value)
 
 
 def require_int_at_least(name: str, value: int, minimum: int) -> int:

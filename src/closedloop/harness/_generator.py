@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .._exceptions import ConfigurationError
-from .._validation import require_int_at_least, require_positive
+from .._validation import require_int_at_least, require_positive, require_temperature
 from ..models import Message, Model
 
 __all__ = ["Generation", "Generator", "ModelGenerator", "extract_code", "tidy_code"]
@@ -165,10 +165,8 @@ class ModelGenerator:
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigurationError("model", model, "must implement closedloop.models.Model")
-        if not 0.0 <= temperature <= 2.0:
-            raise ConfigurationError("temperature", temperature, "must lie in [0, 2]")
         self.model = model
-        self.temperature = float(temperature)
+        self.temperature = require_temperature("temperature", temperature)
         self.max_tokens = require_int_at_least("max_tokens", max_tokens, 16)
         self.timeout = None if timeout is None else require_positive("timeout", timeout)
         self.cache = cache
@@ -204,10 +202,11 @@ class ModelGenerator:
         entry_point: str | None,
         temperature: float | None = None,
     ) -> Generation:
-        if temperature is None:
-            temperature = self.temperature
-        elif not 0.0 <= temperature <= 2.0:
-            raise ConfigurationError("temperature", temperature, "must lie in [0, 2]")
+        temperature = (
+            self.temperature
+            if temperature is None
+            else require_temperature("temperature", temperature)
+        )
         key = self._key(messages, seed, temperature)
         if key is not None and self.cache is not None and key in self.cache:
             self.cache_hits += 1

@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .._exceptions import ConfigurationError
-from .._validation import require_int_at_least, require_non_negative, require_unit_interval
+from .._validation import (
+    require_int_at_least,
+    require_non_negative,
+    require_temperature,
+    require_unit_interval,
+)
 from ..control import PID, FeedbackIntensity, LyapunovVerdict, schedule_feedback_intensity
 from ..models import Message
 from ._adaptive import IntensityMemory
@@ -153,10 +158,8 @@ class BlindRetry:
     temperature: float | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature is not None and not (
-            isinstance(self.temperature, int | float) and 0.0 <= self.temperature <= 2.0
-        ):
-            raise ConfigurationError("temperature", self.temperature, "must lie in [0, 2]")
+        if self.temperature is not None:
+            require_temperature("temperature", self.temperature)
 
     @property
     def name(self) -> str:

@@ -75,6 +75,8 @@ def test_bad_memory_arguments() -> None:
         IntensityMemory(ratio=0.0)
     with pytest.raises(ConfigurationError, match="ratio"):
         IntensityMemory(ratio=1.5)
+    with pytest.raises(ConfigurationError, match="memory"):
+        pid_feedback(memory={"light": 0})  # type: ignore[arg-type]
 
 
 def copier(messages: tuple[Message, ...], call: CallInfo) -> str:

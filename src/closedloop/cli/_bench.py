@@ -32,7 +32,12 @@ def refine(
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     strategies: Annotated[
         str,
-        typer.Option(help="Comma-separated: blind_retry, self_refine, pid, pid+interval2, auto."),
+        typer.Option(
+            help=(
+                "Comma-separated: blind_retry, blind_retry@T (rounds 2+ at temperature T), "
+                "self_refine, pid, pid_adaptive, pid_aggressive, auto; any with +intervalN."
+            )
+        ),
     ] = "blind_retry,self_refine,pid,pid+interval2",
     rounds: Annotated[int, typer.Option(help="Rounds per run, round 1 included.")] = 4,
     model: Annotated[str, typer.Option(help="Model spec.")] = "local:qwen2.5-coder-0.5b",

@@ -282,6 +282,8 @@ class PIDFeedback:
         if self.temperatures is not None:
             low, high = _temperature_range(self.temperatures)
             object.__setattr__(self, "temperatures", (low, high))
+        if self.memory is not None and not isinstance(self.memory, IntensityMemory):
+            raise ConfigurationError("memory", self.memory, "must be an IntensityMemory or None")
         require_unit_interval("gain_reduction", self.gain_reduction)
         require_unit_interval("min_gain_scale", self.min_gain_scale)
         require_int_at_least("max_failures", self.max_failures, 1)

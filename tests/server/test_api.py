@@ -185,6 +185,19 @@ async def test_agents_me_health_and_metrics(harness: Harness) -> None:
     assert sid not in text
 
 
+async def test_made_up_methods_add_no_metric_series(harness: Harness) -> None:
+    anonymous = harness.client("anonymous")
+    for i in range(20):
+        await anonymous.request(f"BREW{i}", "/v1/sessions")
+    text = (await anonymous.get("/metrics")).text
+    requests = [
+        line for line in text.splitlines() if line.startswith("closedloop_http_requests_total{")
+    ]
+    assert not any("BREW" in line for line in requests)
+    methods = {line.split('method="')[1].split('"')[0] for line in requests}
+    assert "other" in methods and methods <= {"GET", "POST", "other"}
+
+
 async def test_the_openapi_schema_lists_every_route_and_no_cdn_page_is_served(
     harness: Harness,
 ) -> None:

@@ -125,6 +125,13 @@ def test_keys_cli_creates_lists_and_revokes(
     assert json.loads(capsys.readouterr().out)[0]["revoked_at"] is not None
     assert main(["keys", "revoke", "000000000000", "--store", url]) == 2
     assert main(["keys", "create", "--name", "bad/name", "--store", url]) == 2
+    # The name as an argument, the way the README writes it; two different names are refused.
+    assert main(["keys", "create", "me", "--store", url]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list", "--json", "--store", url]) == 0
+    assert "me" in [k["name"] for k in json.loads(capsys.readouterr().out)]
+    assert main(["keys", "create", "me", "--name", "you", "--store", url]) == 2
+    assert "differ" in capsys.readouterr().err
 
 
 @pytest.mark.integration
@@ -177,3 +184,21 @@ def test_closedloop_serve_in_a_subprocess(tmp_path: Path) -> None:
     errors = proc.stderr.read()
     assert code == 0, errors
     assert "Traceback" not in errors and key not in errors
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "reason"),
+    [
+        (["--model", "bogus:xyz"], "--model", "unknown kind 'bogus'"),
+        (["--store", "postgres://db/x"], "--store", "must start with sqlite://"),
+        (["--store", "redis://127.0.0.1:1/0"], "--store", "127.0.0.1:1"),
+    ],
+)
+def test_serve_refuses_to_start_on_a_bad_model_or_store(
+    args: list[str], named: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Refused before anything listens: main returns the usage error code, naming the option.
+    assert main(["serve", "--port", "0", *args]) == 2
+    err = capsys.readouterr().err
+    flat = " ".join(err.replace("│", " ").split())  # the error box wraps long lines
+    assert named in flat and reason in flat and "Traceback" not in err

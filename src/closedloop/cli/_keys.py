@@ -54,11 +54,22 @@ def _with_keys(url: str | None, action: Callable[[ApiKeys], Awaitable[_T]]) -> _
 
 @app.command("create")
 def create(
-    name: Annotated[str, typer.Option("--name", help="Who or what uses the key.")] = "default",
+    name: Annotated[
+        str | None, typer.Argument(help="Who or what uses the key (default: 'default').")
+    ] = None,
+    name_option: Annotated[
+        str | None, typer.Option("--name", help="The same as the NAME argument.")
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Create a key and print it once (keep it: it cannot be shown again)."""
-    created = _with_keys(store, lambda keys: keys.create(name))
+    if name is not None and name_option is not None and name != name_option:
+        raise typer.BadParameter(
+            f"the NAME argument {name!r} and --name {name_option!r} differ; give one",
+            param_hint="--name",
+        )
+    chosen = name or name_option or "default"
+    created = _with_keys(store, lambda keys: keys.create(chosen))
     _out.print(f"key id: {created.info.key_id}  name: {created.info.name}", markup=False)
     _out.print(created.token, markup=False)
 

@@ -6,6 +6,7 @@ command runs, so the rest of the CLI works without them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -16,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, SessionNotFoundError, StateError
 from ._keys import StoreOption, store_url
 
 _out = Console(highlight=False, soft_wrap=True)
@@ -90,6 +91,8 @@ def serve(
     from ..server._workers import require_shared_store, worker_environment
 
     require_shared_store(store_url(store), workers)
+    _check_model(model)
+    _check_store(store_url(store))
     _import_agents(list(agents or []))
     with contextlib.ExitStack() as stack:
         world_url = _world_url(world, stack)
@@ -110,6 +113,38 @@ def serve(
                 agents=list(agents or []),
             ),
         )
+
+
+def _check_model(model: str | None) -> None:
+    """Refuse to start on a model spec that cannot resolve, instead of answering every run
+    with an error that looks like the client's fault."""
+    if model is None:
+        return
+    from ..models import parse_model_spec
+
+    try:
+        parse_model_spec(model)
+    except ConfigurationError as exc:
+        raise typer.BadParameter(exc.reason, param_hint="--model") from None
+
+
+def _check_store(url: str | None) -> None:
+    """Open and close the store once, so a bad URL or an unreachable server stops the start."""
+    from ..server import open_store
+
+    async def probe() -> None:
+        store = open_store(url)
+        try:
+            await store.get("closedloop:startup-probe")
+        except SessionNotFoundError:
+            pass  # the store answered: that is all the probe asks
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(probe())
+    except (ConfigurationError, StateError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--store") from None
 
 
 def _world_url(world: str | None, stack: contextlib.ExitStack) -> str | None:

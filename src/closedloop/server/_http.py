@@ -29,6 +29,7 @@ __all__ = [
     "error_response",
     "http_exception_handler",
     "install_log_redaction",
+    "method_label",
     "readable_errors",
     "validation_response",
 ]
@@ -182,8 +183,22 @@ class BodyLimitMiddleware:
         await response(scope, receive, send)
 
 
+# The method label comes from the client: anything outside this set would let a caller
+# mint a new time series per request, so it is counted as "other".
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    """The request's method as a metric label: one of the standard methods, else ``other``."""
+    return method if method in _KNOWN_METHODS else "other"
+
+
 class MetricsMiddleware:
-    """Count requests by route template (never by raw path: ids would explode labels)."""
+    """Count requests by route template (never by raw path: ids would explode labels).
+
+    Both labels come from bounded sets: the method from the standard ones
+    (:func:`method_label`) and the route from the app's templates (``(unmatched)`` else).
+    """
 
     def __init__(
         self,
@@ -212,7 +227,8 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "(unmatched)"
-            self.metrics.http_requests.labels(scope.get("method", ""), route, str(status)).inc()
+            method = method_label(str(scope.get("method", "")))
+            self.metrics.http_requests.labels(method, route, str(status)).inc()
             self.metrics.http_latency.labels(route).observe(max(0.0, self._clock() - started))
 
 

@@ -92,6 +92,28 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
     )
 
 
+# What the framework says when it cannot decode a body it was told is JSON; the decoder's
+# own exception rides along as the cause.
+_BODY_PARSE_FAILED = "There was an error parsing the body"
+
+
+def unreadable_body_response(cause: BaseException | None) -> JSONResponse:
+    """422 in the validation shape for a body that could not even be decoded."""
+    if isinstance(cause, RecursionError):
+        problem = "is nested too deeply to read"
+    elif isinstance(cause, UnicodeDecodeError):
+        problem = "is not valid UTF-8"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        problem = "holds a number with too many digits to read"
+    else:
+        problem = "could not be read as JSON"
+    problems = [{"where": "body", "problem": problem}]
+    return JSONResponse(
+        {"error": "invalid_request", "detail": f"body: {problem}", "problems": problems},
+        status_code=422,
+    )
+
+
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return error_response(exc.status, exc.code, exc.detail, exc.headers)
@@ -108,6 +130,8 @@ async def http_exception_handler(_: Request, exc: Exception) -> JSONResponse:
     Wire with ``app.add_exception_handler(starlette.exceptions.HTTPException, ...)``.
     """
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _BODY_PARSE_FAILED:
+        return unreadable_body_response(exc.__cause__)
     codes = {404: "not_found", 405: "method_not_allowed"}
     detail = exc.detail if isinstance(exc.detail, str) else "request refused"
     return error_response(

@@ -1,0 +1,30 @@
+"""Every body the service cannot read is answered in the one error shape: 422 with problems."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Harness
+
+_BODIES = {
+    "not JSON": (b"{nope", "is not valid JSON"),
+    "nested deeper than the reader allows": (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+    "invalid UTF-8": (b'{"metadata": {"team": "\xff\xfe"}}', "not valid UTF-8"),
+    "a 5,000-digit number": (b'{"ttl_s": ' + b"9" * 5000 + b"}", "too many digits"),
+}
+
+
+@pytest.mark.parametrize(("body", "problem"), list(_BODIES.values()), ids=list(_BODIES))
+async def test_an_unreadable_body_is_a_422_with_problems(
+    harness: Harness, body: bytes, problem: str
+) -> None:
+    alice = harness.client("alice")
+    response = await alice.post(
+        "/v1/sessions", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    answer = response.json()
+    assert answer["error"] == "invalid_request"
+    assert answer["problems"] and answer["problems"][0]["where"] == "body"
+    assert problem in answer["problems"][0]["problem"]
+    assert isinstance(answer["detail"], str) and answer["detail"]

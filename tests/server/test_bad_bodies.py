@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from .conftest import Harness
@@ -28,3 +31,17 @@ async def test_an_unreadable_body_is_a_422_with_problems(
     assert answer["problems"] and answer["problems"][0]["where"] == "body"
     assert problem in answer["problems"][0]["problem"]
     assert isinstance(answer["detail"], str) and answer["detail"]
+
+
+async def test_a_model_not_on_disk_answers_503_with_the_pull_command(
+    make_harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLOSEDLOOP_HOME", str(tmp_path / "empty-home"))
+    harness: Harness = await make_harness(model="local:smollm2-135m")
+    alice = harness.client("alice")
+    sid = (await alice.post("/v1/sessions", json={})).json()["id"]
+    response = await alice.post(f"/v1/sessions/{sid}/runs", json={"agent": "calc", "task": "1+1"})
+    assert response.status_code == 503, response.text
+    answer = response.json()
+    assert answer["error"] == "model_unavailable"
+    assert "closedloop models pull smollm2-135m" in answer["detail"]

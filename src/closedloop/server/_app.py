@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .._exceptions import ClosedLoopError
+from .._exceptions import ClosedLoopError, ModelNotAvailableError
 from ..agent._trace_files import runs_root
 from ..feedback import StateStore
 from ..models import Model
@@ -35,6 +35,7 @@ from ._http import (
     api_error_handler,
     http_exception_handler,
     install_log_redaction,
+    model_unavailable_handler,
     unexpected_handler,
     validation_handler,
 )
@@ -142,6 +143,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     # Unknown routes and methods answer in the service's one error shape, too.
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_exception_handler(ModelNotAvailableError, model_unavailable_handler)
     app.add_exception_handler(Exception, unexpected_handler)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)

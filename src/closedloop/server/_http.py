@@ -30,6 +30,7 @@ __all__ = [
     "http_exception_handler",
     "install_log_redaction",
     "method_label",
+    "model_unavailable_handler",
     "readable_errors",
     "validation_response",
 ]
@@ -117,6 +118,11 @@ def unreadable_body_response(cause: BaseException | None) -> JSONResponse:
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return error_response(exc.status, exc.code, exc.detail, exc.headers)
+
+
+async def model_unavailable_handler(_: Request, exc: Exception) -> JSONResponse:
+    """503: the service is fine but its model is not on disk; the message names the pull."""
+    return error_response(503, "model_unavailable", str(exc))
 
 
 async def validation_handler(_: Request, exc: Exception) -> JSONResponse:

@@ -84,7 +84,7 @@ def test_the_request_is_frozen_keyword_only_and_normalised() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.max_tokens = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
-        ModelRequest(None)  # type: ignore[misc]
+        ModelRequest(None)  # type: ignore[call-arg]
     assert ModelRequest() == DEFAULT_REQUEST
     assert (DEFAULT_REQUEST.max_tokens, DEFAULT_REQUEST.temperature) == (256, 0.0)
 

@@ -6,6 +6,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from closedloop import ConfigurationError
 from closedloop.models import (
@@ -221,3 +223,20 @@ async def test_the_metered_model_counts_tokens_and_keeps_both_clocks() -> None:
     assert listener.events[0][:2] == ("ok", "inner")
     assert listener.events[0][2] == pytest.approx(0.2)
     assert listener.events[1] == ("error", "inner")
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**40), 2**40))
+def test_a_request_holds_exactly_the_settings_inside_their_limits(
+    temperature: float, number: int
+) -> None:
+    for field, value, inside in (
+        ("temperature", temperature, 0.0 <= temperature <= 2.0),
+        ("max_tokens", number, number >= 1),
+        ("seed", number, 0 <= number < 2**32),
+    ):
+        if inside:
+            assert getattr(ModelRequest(**{field: value}), field) == value
+        else:
+            with pytest.raises(ConfigurationError) as info:
+                ModelRequest(**{field: value})
+            assert info.value.argument == field

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from closedloop.bench import CachingModel, CompletionCache, cache_key, default_cache_path
-from closedloop.models import CallInfo, FunctionModel, Message
+from closedloop.models import CallInfo, FunctionModel, Message, ModelRequest
 
 
 def counting() -> tuple[FunctionModel, list[str]]:
@@ -23,13 +23,13 @@ def counting() -> tuple[FunctionModel, list[str]]:
 async def test_a_repeated_call_is_a_hit_and_other_parameters_miss(tmp_path: Path) -> None:
     inner, seen = counting()
     model = CachingModel(inner, CompletionCache(tmp_path / "c.sqlite"))
-    first = await model.complete("hello", max_tokens=32)
-    again = await model.complete("hello", max_tokens=32)
+    first = await model.complete("hello", ModelRequest(max_tokens=32))
+    again = await model.complete("hello", ModelRequest(max_tokens=32))
     assert again.text == first.text and again.call_id != first.call_id
     assert again.latency_s == first.latency_s  # charged what it cost when made
-    await model.complete("hello", max_tokens=64)
-    await model.complete("hello", max_tokens=32, seed=3)
-    await model.complete("other", max_tokens=32)
+    await model.complete("hello", ModelRequest(max_tokens=64))
+    await model.complete("hello", ModelRequest(max_tokens=32, seed=3))
+    await model.complete("other", ModelRequest(max_tokens=32))
     assert seen == ["hello", "hello", "hello", "other"]
     assert model.stats.as_dict() == {"hits": 1, "misses": 4, "coalesced": 0, "uncacheable": 0}
 
@@ -38,7 +38,7 @@ async def test_sampling_above_temperature_zero_is_never_cached(tmp_path: Path) -
     inner, seen = counting()
     model = CachingModel(inner, CompletionCache(tmp_path / "c.sqlite"))
     for _ in range(3):
-        await model.complete("hot", temperature=0.7)
+        await model.complete("hot", ModelRequest(temperature=0.7))
     assert len(seen) == 3 and model.stats.uncacheable == 3
     assert len(model.cache) == 0
 

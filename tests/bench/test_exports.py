@@ -9,8 +9,8 @@ import closedloop.bench as bench
 EXPECTED = {
     "REPORT_SCHEMA_VERSION", "STRATEGY_NAMES", "TEST_MODELS", "TOOL_ENDPOINTS",
     "AsyncioExecutor", "CachingModel", "CellSummary", "ClaimCheck", "CompletionCache",
-    "DemoConfig", "DemoReport", "Episode", "EpisodeExecutor", "EpisodeJob", "EpisodeMeter",
-    "EpisodeResult", "EpisodeRunner", "FaultTable", "FaultsConfig", "FaultsReport",
+    "DemoConfig", "DemoReport", "Episode", "EpisodeExecutor", "EpisodeJob", "EpisodeResult",
+    "EpisodeRunner", "FaultTable", "FaultsConfig", "FaultsReport",
     "IdealReference", "Limits", "ModelSource", "OracleVerdict", "Outcome", "OverheadReport",
     "OverheadRow", "Rate", "RayExecutor", "SerialModel", "Strategy", "TargetCheck", "WorldFarm",
     "WorldLease", "cache_key", "check_claims", "check_targets", "default_cache_path",

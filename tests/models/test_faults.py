@@ -20,6 +20,7 @@ from closedloop.models import (
     FaultProfile,
     FunctionModel,
     Message,
+    ModelRequest,
 )
 
 from .conftest import WEATHER_SCHEMA
@@ -50,7 +51,9 @@ async def run(model: FaultInjectingModel, n: int) -> list[Completion | Exception
     out: list[Completion | Exception] = []
     for _ in range(n):
         try:
-            out.append(await model.complete("上海天气？", response_schema=WEATHER_SCHEMA))
+            out.append(
+                await model.complete("上海天气？", ModelRequest(response_schema=WEATHER_SCHEMA))
+            )
         except (TransientModelError, ModelTimeoutError) as exc:
             out.append(exc)
     return out
@@ -146,7 +149,7 @@ async def test_latency_past_the_timeout_becomes_a_timeout() -> None:
     profile = FaultProfile(latency_s=(0.5, 0.5))
     model = FaultInjectingModel(inner, profile, sleep=sleep)
     with pytest.raises(ModelTimeoutError, match=r"0\.3s timeout"):
-        await model.complete("q", timeout=0.3)
+        await model.complete("q", ModelRequest(timeout=0.3))
     assert sleep.calls == [0.3]
     assert [r.kind for r in model.fault_log] == [FaultKind.TIMEOUT]
     assert inner.calls == []
@@ -162,7 +165,7 @@ async def test_the_inner_model_gets_the_time_left_and_latency_is_reported() -> N
     model = FaultInjectingModel(
         FunctionModel(fn), FaultProfile(latency_s=(0.25, 0.25)), sleep=FakeSleep()
     )
-    out = await model.complete("q", timeout=1.0, call_id="abc")
+    out = await model.complete("q", ModelRequest(timeout=1.0, call_id="abc"))
     assert seen[0].timeout == pytest.approx(0.75)
     assert seen[0].call_id == "abc" == out.call_id
     assert out.latency_s >= 0.25

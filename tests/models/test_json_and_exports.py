@@ -67,17 +67,18 @@ def test_sync_calls_count_in_the_callers_usage_scope() -> None:
 
 
 EXPECTED_PUBLIC = {
-    "BUILTIN_MODELS", "DEFAULT_MODEL", "DRIFT_KINDS", "FAULT_PROFILES", "FREE", "PRICES",
-    "SPEC_FORMS", "BuiltinModel", "CallInfo", "Completion", "FaultInjectingModel", "FaultKind",
-    "FaultProfile", "FaultRecord", "FunctionModel", "LocalLlama", "Message", "MessagesInput",
-    "Model", "ModelBase", "ModelSpec", "ModelStatus", "ModelUsage", "OpenAICompatible", "Price",
+    "BUILTIN_MODELS", "DEFAULT_MODEL", "DEFAULT_REQUEST", "DRIFT_KINDS", "FAULT_PROFILES",
+    "FREE", "PRICES", "SPEC_FORMS", "BuiltinModel", "CallInfo", "Completion",
+    "FaultInjectingModel", "FaultKind", "FaultProfile", "FaultRecord", "FunctionModel",
+    "LocalLlama", "Message", "MessagesInput", "MeteredModel", "Model", "ModelBase",
+    "ModelRequest", "ModelSpec", "ModelStatus", "ModelUsage", "OpenAICompatible", "Price",
     "PullResult", "RawCompletion", "RunUsage", "ScriptedModel", "StructuredOutput", "SyncModel",
-    "ToolCall", "Usage", "UsageMeter", "WheelMember", "allow_real_model_calls",
-    "block_real_model_calls", "builtin_model_path", "clear_local_model_cache", "closedloop_home",
-    "complete_sync", "current_usage_meter", "estimate_tokens", "extract_json", "list_models",
-    "load_model", "models_dir", "normalize_messages", "parse_model_spec", "parse_structured",
-    "pip_downloader", "price_for", "pull_model", "real_model_calls_allowed", "run_sync",
-    "set_real_model_calls_allowed", "usage_scope",
+    "ToolCall", "Usage", "UsageMeter", "WheelMember", "WrapperModel", "allow_real_model_calls",
+    "block_real_model_calls", "builtin_model_path", "clear_local_model_cache",
+    "closedloop_home", "complete_sync", "current_usage_meter", "estimate_tokens",
+    "extract_json", "list_models", "load_model", "models_dir", "normalize_messages",
+    "parse_model_spec", "parse_structured", "pip_downloader", "price_for", "pull_model",
+    "real_model_calls_allowed", "run_sync", "set_real_model_calls_allowed", "usage_scope",
 }  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from closedloop import (
     ModelTimeoutError,
     SchemaCompileError,
 )
-from closedloop.models import LocalLlama, load_model, parse_structured
+from closedloop.models import LocalLlama, ModelRequest, load_model, parse_structured
 
 from .conftest import ROUTER_SYSTEM, WEATHER_QUESTION, WEATHER_SCHEMA
 
@@ -109,8 +109,7 @@ async def test_smollm2_gives_schema_valid_json_on_twenty_of_twenty(smol: LocalLl
         system = "Answer with JSON only." if schema is not WEATHER_SCHEMA else ROUTER_SYSTEM
         out = await smol.complete(
             [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-            response_schema=schema,
-            max_tokens=128,
+            ModelRequest(response_schema=schema, max_tokens=128),
         )
         assert out.parse_error is None, (prompt, out.text)
         jsonschema.validate(out.parsed, schema)  # independent check of the parsed value
@@ -126,7 +125,7 @@ async def test_qwen_answers_the_weather_question_without_a_grammar(qwen_path: Pa
             {"role": "system", "content": ROUTER_SYSTEM},
             {"role": "user", "content": WEATHER_QUESTION},
         ],
-        max_tokens=40,
+        ModelRequest(max_tokens=40),
     )
     parsed, error = parse_structured(out.text, WEATHER_SCHEMA, lenient=True)
     assert error is None, out.text
@@ -137,7 +136,9 @@ async def test_qwen_answers_the_weather_question_without_a_grammar(qwen_path: Pa
 
 async def test_same_seed_same_text_and_sampling_varies_with_the_seed(smol: LocalLlama) -> None:
     async def sample(seed: int) -> str:
-        out = await smol.complete("Name a colour.", temperature=1.0, seed=seed, max_tokens=12)
+        out = await smol.complete(
+            "Name a colour.", ModelRequest(temperature=1.0, seed=seed, max_tokens=12)
+        )
         return out.text
 
     assert await sample(42) == await sample(42)
@@ -146,21 +147,24 @@ async def test_same_seed_same_text_and_sampling_varies_with_the_seed(smol: Local
 
 async def test_concurrent_calls_are_serialised_safely(smol: LocalLlama) -> None:
     prompts = ["Say hello.", "Count to three.", "Name a fruit."]
-    alone = [(await smol.complete(p, max_tokens=16)).text for p in prompts]
-    together = await asyncio.gather(*(smol.complete(p, max_tokens=16) for p in prompts))
+    alone = [(await smol.complete(p, ModelRequest(max_tokens=16))).text for p in prompts]
+    together = await asyncio.gather(
+        *(smol.complete(p, ModelRequest(max_tokens=16)) for p in prompts)
+    )
     assert [c.text for c in together] == alone
 
 
 async def test_timeout_stops_generation_and_the_model_stays_usable(smol: LocalLlama) -> None:
     with pytest.raises(ModelTimeoutError, match="timeout"):
-        await smol.complete("Write a very long story about dragons.", max_tokens=512, timeout=0.05)
+        await smol.complete(
+            "Write a very long story about dragons.", ModelRequest(max_tokens=512, timeout=0.05)
+        )
     out = await smol.complete(
         [
             {"role": "system", "content": ROUTER_SYSTEM},
             {"role": "user", "content": WEATHER_QUESTION},
         ],
-        response_schema=WEATHER_SCHEMA,
-        max_tokens=64,
+        ModelRequest(response_schema=WEATHER_SCHEMA, max_tokens=64),
     )
     assert out.parsed == TRUTH
 
@@ -168,8 +172,10 @@ async def test_timeout_stops_generation_and_the_model_stays_usable(smol: LocalLl
 async def test_prompt_longer_than_the_context_is_a_clear_error(smollm2_path: Path) -> None:
     small = LocalLlama(smollm2_path, n_ctx=256, n_threads=THREADS)
     with pytest.raises(ContextOverflowError, match=r"context window is 256 \(n_ctx\)"):
-        await small.complete("weather " * 400, max_tokens=8)
-    out = await small.complete("Hi", max_tokens=400)  # the completion is cut at the window
+        await small.complete("weather " * 400, ModelRequest(max_tokens=8))
+    out = await small.complete(
+        "Hi", ModelRequest(max_tokens=400)
+    )  # the completion is cut at the window
     assert out.usage.prompt_tokens + out.usage.completion_tokens <= 256
 
 
@@ -184,7 +190,7 @@ async def test_a_schema_the_grammar_compiler_rejects_is_a_schema_compile_error(
     smol: LocalLlama, schema: dict[str, Any]
 ) -> None:
     with pytest.raises(SchemaCompileError, match="grammar compiler rejected"):
-        await smol.complete("x", response_schema=schema, max_tokens=8)
+        await smol.complete("x", ModelRequest(response_schema=schema, max_tokens=8))
 
 
 async def test_missing_file_names_the_pull_command(tmp_path: Path, smollm2_path: Path) -> None:
@@ -207,4 +213,6 @@ async def test_corrupt_gguf_is_a_load_error(tmp_path: Path) -> None:
 
 async def test_native_tools_are_refused_locally(smol: LocalLlama) -> None:
     with pytest.raises(ConfigurationError, match="tools"):
-        await smol.complete("x", tools=[{"type": "function", "function": {"name": "f"}}])
+        await smol.complete(
+            "x", ModelRequest(tools=[{"type": "function", "function": {"name": "f"}}])
+        )

@@ -17,7 +17,7 @@ from closedloop import (
     ModelUnreachableError,
     TransientModelError,
 )
-from closedloop.models import OpenAICompatible, Price, usage_scope
+from closedloop.models import ModelRequest, OpenAICompatible, Price, usage_scope
 from closedloop.models._openai import _retry_after
 
 from .conftest import WEATHER_SCHEMA, FakeOpenAI, free_port
@@ -48,7 +48,8 @@ async def test_plain_call_maps_text_usage_and_sends_the_arguments(
     model = adapter_factory("ok", price=Price(1.0, 2.0))
     with usage_scope() as run:
         out = await model.complete(
-            [{"role": "user", "content": "hi"}], max_tokens=12, temperature=0.3, seed=5, stop=["\n"]
+            [{"role": "user", "content": "hi"}],
+            ModelRequest(max_tokens=12, temperature=0.3, seed=5, stop=["\n"]),
         )
     sent = fake_openai.requests[-1]
     assert (sent["max_tokens"], sent["temperature"], sent["seed"], sent["stop"]) == (
@@ -68,7 +69,7 @@ async def test_json_schema_response_format_is_used_when_supported(
     adapter_factory: type, fake_openai: FakeOpenAI
 ) -> None:
     model = adapter_factory("ok")
-    out = await model.complete("上海天气", response_schema=WEATHER_SCHEMA)
+    out = await model.complete("上海天气", ModelRequest(response_schema=WEATHER_SCHEMA))
     fmt = fake_openai.requests[-1]["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == WEATHER_SCHEMA
     assert out.parsed == TRUTH and model.structured_output == "json_schema"
@@ -78,14 +79,16 @@ async def test_falls_back_to_json_object_with_schema_when_json_schema_is_rejecte
     adapter_factory: type, fake_openai: FakeOpenAI
 ) -> None:
     model = adapter_factory("noschema")
-    out = await model.complete("上海天气", response_schema=WEATHER_SCHEMA)
+    out = await model.complete("上海天气", ModelRequest(response_schema=WEATHER_SCHEMA))
     assert out.parsed == TRUTH
     assert model.structured_output == "json_object_schema"
     tried = [r["response_format"]["type"] for r in fake_openai.requests[-2:]]
     assert tried == ["json_schema", "json_object"]
     assert fake_openai.requests[-1]["response_format"]["schema"] == WEATHER_SCHEMA
     assert "JSON Schema" in fake_openai.requests[-1]["messages"][0]["content"]
-    await model.complete("again", response_schema=WEATHER_SCHEMA)  # remembered: one request
+    await model.complete(
+        "again", ModelRequest(response_schema=WEATHER_SCHEMA)
+    )  # remembered: one request
     assert fake_openai.requests[-1]["response_format"]["type"] == "json_object"
     assert fake_openai.requests[-2]["response_format"]["type"] == "json_object"
 
@@ -95,7 +98,7 @@ async def test_falls_back_to_prompt_only_and_sanitises_the_reply(
 ) -> None:
     model = adapter_factory("nojson")
     out = await model.complete(
-        [{"role": "user", "content": "上海天气"}], response_schema=WEATHER_SCHEMA
+        [{"role": "user", "content": "上海天气"}], ModelRequest(response_schema=WEATHER_SCHEMA)
     )
     assert model.structured_output == "prompt"
     assert out.text.startswith("Sure:")  # prose and a code fence around the JSON ...
@@ -106,7 +109,7 @@ async def test_falls_back_to_prompt_only_and_sanitises_the_reply(
 async def test_a_fixed_structured_output_mode_does_not_step_down(adapter_factory: type) -> None:
     model = adapter_factory("noschema", structured_output="json_schema")
     with pytest.raises(ModelResponseError, match="422"):
-        await model.complete("x", response_schema=WEATHER_SCHEMA)
+        await model.complete("x", ModelRequest(response_schema=WEATHER_SCHEMA))
 
 
 async def test_tools_are_passed_through_and_tool_calls_come_back(
@@ -116,7 +119,7 @@ async def test_tools_are_passed_through_and_tool_calls_come_back(
         "type": "function",
         "function": {"name": "get_weather", "parameters": {"type": "object"}},
     }
-    out = await adapter_factory("tools").complete("上海天气", tools=[tool])
+    out = await adapter_factory("tools").complete("上海天气", ModelRequest(tools=[tool]))
     assert fake_openai.requests[-1]["tools"] == [tool]
     assert out.text == ""
     assert [(c.name, c.arguments) for c in out.tool_calls] == [("get_weather", '{"city": "上海"}')]
@@ -173,7 +176,7 @@ async def test_connection_refused_is_unreachable() -> None:
 @pytest.mark.integration
 async def test_a_slow_server_times_out(adapter_factory: type) -> None:
     with pytest.raises(ModelTimeoutError, match=r"0\.3s"):
-        await adapter_factory("slow").complete("x", timeout=0.3)
+        await adapter_factory("slow").complete("x", ModelRequest(timeout=0.3))
 
 
 def test_constructor_checks() -> None:

@@ -6,7 +6,7 @@ import closedloop.server as server
 
 EXPECTED = {
     "KEY_NAMESPACE", "REFERENCE_AGENTS", "AgentContext", "AgentFactory", "AgentRegistry",
-    "AgentSpec", "ApiKeyInfo", "ApiKeys", "CreatedKey", "MeteredModel", "Principal",
+    "AgentSpec", "ApiKeyInfo", "ApiKeys", "CreatedKey", "Principal",
     "RateLimit", "RateLimiter", "RunHub", "RunManager", "ScopedStore", "ServerSettings",
     "Service", "ServiceMetrics", "TaskBuilder", "TokenBucket", "create_app",
     "default_registry", "open_store",

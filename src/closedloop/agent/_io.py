@@ -33,7 +33,7 @@ from ..execution import (
     StopAfterAttempt,
     WaitFixed,
 )
-from ..models import Completion, Model
+from ..models import Completion, Model, ModelRequest
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._inflight import race
@@ -165,12 +165,14 @@ async def call_model(
     remaining = run.deadline_s - run.elapsed()
     call = model.complete(
         [dict(m) for m in messages],
-        response_schema=schema if run.grammar_ok else None,
-        max_tokens=limit,
-        temperature=temperature,
-        seed=seed,
-        timeout=remaining if remaining > 0 else None,
-        tools=list(tools) if tools else None,
+        ModelRequest(
+            response_schema=schema if run.grammar_ok else None,
+            max_tokens=limit,
+            temperature=temperature,
+            seed=seed,
+            timeout=remaining if remaining > 0 else None,
+            tools=tuple(tools or ()),
+        ),
     )
     try:
         completion, halt = await race(call, run.watchers())

@@ -22,7 +22,7 @@ from ._demo import (
     run_demo_sync,
 )
 from ._faults import check_claims, check_targets, run_faults_bench, summarise_cells
-from ._models import TEST_MODELS, EpisodeMeter, ModelSource, SerialModel, model_source
+from ._models import TEST_MODELS, ModelSource, SerialModel, model_source
 from ._oracle import (
     TOOL_ENDPOINTS,
     FaultTable,
@@ -73,7 +73,6 @@ __all__ = [
     "Episode",
     "EpisodeExecutor",
     "EpisodeJob",
-    "EpisodeMeter",
     "EpisodeResult",
     "EpisodeRunner",
     "FaultTable",

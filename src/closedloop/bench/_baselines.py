@@ -26,7 +26,7 @@ from .._exceptions import (
     ModelResponseError,
     ToolError,
 )
-from ..models import Model
+from ..models import Model, ModelRequest
 from ..perception import Observation
 from ..reference import DOMAIN_TOOLS, Answer
 from ._strategies import (
@@ -75,9 +75,9 @@ async def ask_model(
     limits = episode.limits
     completion = await model.complete(
         messages,
-        max_tokens=limits.max_tokens,
-        temperature=limits.temperature,
-        seed=limits.seed,
+        ModelRequest(
+            max_tokens=limits.max_tokens, temperature=limits.temperature, seed=limits.seed
+        ),
     )
     reply = parse_reply(completion.text)
     if reply is None:

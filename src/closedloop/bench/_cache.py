@@ -17,13 +17,20 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._home import closedloop_home
-from ..models import Completion, MessagesInput, Model, normalize_messages
+from ..models import (
+    DEFAULT_REQUEST,
+    Completion,
+    MessagesInput,
+    Model,
+    ModelRequest,
+    WrapperModel,
+    normalize_messages,
+)
 
 __all__ = ["CacheStats", "CachingModel", "CompletionCache", "cache_key", "default_cache_path"]
 
@@ -120,7 +127,7 @@ class CompletionCache:
             self._db.close()
 
 
-class CachingModel:
+class CachingModel(WrapperModel):
     """Wraps ``inner``: temperature-0 calls are answered from ``cache`` when it holds them.
 
     A hit returns the stored completion with a fresh ``call_id`` and its original
@@ -129,54 +136,29 @@ class CachingModel:
     """
 
     def __init__(self, inner: Model, cache: CompletionCache, *, name: str | None = None) -> None:
-        if not isinstance(inner, Model):
-            raise ConfigurationError("inner", inner, "must be a model (with .complete)")
-        self.inner = inner
+        super().__init__(inner, name=name)
         self.cache = cache
         self.stats = CacheStats()
-        self._name = name or inner.name
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        response_schema: Mapping[str, Any] | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: str | Sequence[str] | None = None,
-        seed: int | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        call_id: str | None = None,
+        self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:
         """Answer from the cache, from an identical call in flight, or from ``inner``."""
-        options: dict[str, Any] = {
-            "response_schema": response_schema,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stop": stop,
-            "seed": seed,
-            "timeout": timeout,
-            "tools": tools,
-            "call_id": call_id,
-        }
-        if temperature != 0.0:
+        if request.temperature != 0.0:
             self.stats.add("uncacheable")
-            return await self.inner.complete(messages, **options)
+            return await self.inner.complete(messages, request)
+        # The key leaves out what does not change the answer: the call id and the timeout.
         key = cache_key(
             self.inner.name,
             messages,
-            response_schema=response_schema,
-            max_tokens=max_tokens,
-            stop=[stop] if isinstance(stop, str) else list(stop or ()),
-            seed=seed,
-            tools=list(tools or ()),
+            response_schema=request.response_schema,
+            max_tokens=request.max_tokens,
+            stop=list(request.stop),
+            seed=request.seed,
+            tools=list(request.tools),
         )
+        call_id = request.call_id
         while True:
             stored = self.cache.get(key)
             if stored is not None:
@@ -196,7 +178,7 @@ class CachingModel:
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            completion = await self.inner.complete(messages, **options)
+            completion = await self.inner.complete(messages, request)
         except asyncio.CancelledError:
             future.cancel()  # waiters look again instead of sharing a cancellation
             raise

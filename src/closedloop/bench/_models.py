@@ -6,30 +6,36 @@ episode, bound to that episode's tools); any other spec (``local:qwen2.5-coder-0
 serialised (an embedded model answers one call at a time, so the queue is made explicit
 and kept out of the latency figures) and, at temperature 0, cached on disk.
 
-Each episode wraps its model in an :class:`EpisodeMeter`: calls, tokens, the compute
-time the calls cost (a cache hit is charged what the call cost when it was made) and
-the wall time spent waiting for the model, so an episode's latency can be reported as
-if it had the model to itself.
+Each episode wraps its model in a :class:`~closedloop.models.MeteredModel`: calls,
+tokens, the compute time the calls cost (a cache hit is charged what the call cost when
+it was made) and the wall time spent waiting for the model, so an episode's latency can
+be reported as if it had the model to itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..models import Completion, MessagesInput, Model, load_model, parse_model_spec
+from ..models import (
+    DEFAULT_REQUEST,
+    Completion,
+    MessagesInput,
+    Model,
+    ModelRequest,
+    WrapperModel,
+    load_model,
+    parse_model_spec,
+)
 from ..reference import Task, WorldTools
 from ._cache import CachingModel, CompletionCache
 from ._testmodel import IdealReference, oracle_model
 
 __all__ = [
     "TEST_MODELS",
-    "EpisodeMeter",
     "ModelSource",
     "SerialModel",
     "model_source",
@@ -39,87 +45,19 @@ TEST_MODELS = ("test:oracle",)
 """Deterministic model specs the benchmarks know besides ``closedloop.models`` specs."""
 
 
-class SerialModel:
-    """Lets one call at a time reach ``inner``, in arrival order; counts the queueing."""
+class SerialModel(WrapperModel):
+    """Lets one call at a time reach ``inner``, in arrival order."""
 
     def __init__(self, inner: Model) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._lock = asyncio.Lock()
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    async def complete(self, messages: MessagesInput, **options: Any) -> Completion:
-        async with self._lock:
-            return await self.inner.complete(messages, **options)
-
-
-@dataclass(slots=True)
-class _Tally:
-    calls: int = 0
-    errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    charged_s: float = 0.0
-    waited_s: float = 0.0
-
-
-class EpisodeMeter:
-    """Wraps one episode's model: counts its calls and tokens and times them.
-
-    ``charged_s`` sums each completion's own ``latency_s`` (compute time; for a cache hit,
-    the time the call cost when it was made); ``waited_s`` is the wall time the episode
-    spent awaiting the model, queue included. ``timer`` is injectable.
-    """
-
-    def __init__(self, inner: Model, *, timer: Callable[[], float] = time.perf_counter) -> None:
-        self.inner = inner
-        self._timer = timer
-        self.tally = _Tally()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
     async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        response_schema: Mapping[str, Any] | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: str | Sequence[str] | None = None,
-        seed: int | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        call_id: str | None = None,
+        self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:
-        """Forward the call and account for it."""
-        started = self._timer()
-        try:
-            completion = await self.inner.complete(
-                messages,
-                response_schema=response_schema,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                seed=seed,
-                timeout=timeout,
-                tools=tools,
-                call_id=call_id,
-            )
-        except BaseException:
-            self.tally.errors += 1
-            self.tally.waited_s += self._timer() - started
-            raise
-        t = self.tally
-        t.waited_s += self._timer() - started
-        t.calls += 1
-        t.prompt_tokens += completion.usage.prompt_tokens
-        t.completion_tokens += completion.usage.completion_tokens
-        t.charged_s += completion.latency_s
-        return completion
+        """The wrapped model's answer, once the calls that came first have had theirs."""
+        async with self._lock:
+            return await self.inner.complete(messages, request)
 
 
 class ModelSource:

@@ -29,7 +29,7 @@ from .._validation import require_int_at_least
 from ..agent import Agent, JsonlTrace, Task
 from ..execution import AtomicAction, EffectClass
 from ..feedback import MemoryStore, SQLiteStore, StateStore
-from ..models import Completion, MessagesInput, Usage
+from ..models import DEFAULT_REQUEST, Completion, MessagesInput, ModelRequest, Usage
 
 __all__ = ["OverheadReport", "OverheadRow", "render_overhead", "run_overhead_bench"]
 
@@ -92,7 +92,9 @@ class ZeroLatencyModel:
     def reset(self) -> None:
         self._next = 0
 
-    async def complete(self, messages: MessagesInput, **_: Any) -> Completion:
+    async def complete(
+        self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
+    ) -> Completion:
         reply = self._replies[min(self._next, len(self._replies) - 1)]
         self._next += 1
         return reply

@@ -31,8 +31,9 @@ from .._exceptions import (
 from .._validation import require_int_at_least, require_non_negative
 from ..agent import TraceSink
 from ..feedback import MemoryStore
+from ..models import MeteredModel
 from ..reference import Answer, Task, WorldTools, check, load_tasks
-from ._models import EpisodeMeter, ModelSource, model_source
+from ._models import ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
 from ._strategies import STRATEGY_NAMES, Episode, Limits, Outcome, Strategy, get_strategy
@@ -281,7 +282,7 @@ class EpisodeRunner:
                 journal_size=4096,
                 timeout_s=self.config.tool_timeout_s,
             ) as tools:
-                meter = EpisodeMeter(await self.source.for_episode(task, tools), timer=self.timer)
+                meter = MeteredModel(await self.source.for_episode(task, tools), clock=self.timer)
                 episode = Episode(
                     task=task,
                     tools=tools,
@@ -312,12 +313,12 @@ class EpisodeRunner:
         task: Task,
         world: Any,
         outcome: Outcome,
-        meter: EpisodeMeter,
+        meter: MeteredModel,
         wall: float,
     ) -> EpisodeResult:
         verdict = check(task, outcome.answer, world)
         oracle = oracle_verdict(task, world.planner, self.config.attempts)
-        tally = meter.tally
+        tally = meter
         return EpisodeResult(
             strategy=job.strategy,
             profile=job.profile,

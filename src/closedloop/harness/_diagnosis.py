@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._validation import require_unit_interval
-from ..models import Model
+from ..models import Model, ModelRequest
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus
 from ._tasks import Task
 
@@ -277,6 +277,6 @@ class ModelDiagnoser:
             "In one or two sentences, what is the root cause? Do not write code."
         )
         completion = await self.model.complete(
-            prompt, max_tokens=self.max_tokens, temperature=self.temperature, seed=0
+            prompt, ModelRequest(max_tokens=self.max_tokens, temperature=self.temperature, seed=0)
         )
         return " ".join(completion.text.split())[:400]

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive, require_temperature
-from ..models import Message, Model
+from ..models import Message, Model, ModelRequest
 
 __all__ = ["Generation", "Generator", "ModelGenerator", "extract_code", "tidy_code"]
 
@@ -223,10 +223,9 @@ class ModelGenerator:
         self.calls += 1
         completion = await self.model.complete(
             list(messages),
-            max_tokens=self.max_tokens,
-            temperature=temperature,
-            seed=seed,
-            timeout=self.timeout,
+            ModelRequest(
+                max_tokens=self.max_tokens, temperature=temperature, seed=seed, timeout=self.timeout
+            ),
         )
         generation = Generation(
             code=extract_code(completion.text, entry_point),

@@ -2,15 +2,19 @@
 
 ``load_model("local:qwen2.5-coder-0.5b")`` (or ``local:smollm2-135m``, ``local:/x.gguf``,
 ``openai:gpt-4o-mini``, ``openai-compatible:http://127.0.0.1:8080/v1#name``) returns a
-model whose ``await model.complete(messages, response_schema=...)`` gives a ``Completion``.
+model whose ``await model.complete(messages, ModelRequest(response_schema=...))`` gives a
+``Completion``; the ``ModelRequest`` holds every setting of the call and may be left out.
 ``FunctionModel`` and ``ScriptedModel`` stand in for real models in tests, where real calls
-are blocked unless a test opts in; ``FaultInjectingModel`` injects measured disturbances.
+are blocked unless a test opts in. ``WrapperModel`` is the base of every model that stands in
+front of another: ``FaultInjectingModel`` injects measured disturbances, ``MeteredModel``
+counts and times calls, ``SyncModel`` offers blocking calls.
 """
 
 from __future__ import annotations
 
 import contextlib
 
+from ._completion import Completion, Message, MessagesInput, ToolCall, Usage, normalize_messages
 from ._faults import (
     DRIFT_KINDS,
     FAULT_PROFILES,
@@ -27,19 +31,9 @@ from ._guard import (
 )
 from ._json import extract_json, parse_structured
 from ._local import LocalLlama, clear_local_model_cache
+from ._metered import MeteredModel
 from ._openai import OpenAICompatible, StructuredOutput
-from ._protocol import (
-    CallInfo,
-    Completion,
-    Message,
-    MessagesInput,
-    Model,
-    ModelBase,
-    RawCompletion,
-    ToolCall,
-    Usage,
-    normalize_messages,
-)
+from ._protocol import CallInfo, Model, ModelBase, RawCompletion
 from ._registry import (
     BUILTIN_MODELS,
     DEFAULT_MODEL,
@@ -54,6 +48,7 @@ from ._registry import (
     pip_downloader,
     pull_model,
 )
+from ._request import DEFAULT_REQUEST, ModelRequest
 from ._spec import SPEC_FORMS, ModelSpec, load_model, parse_model_spec
 from ._sync import SyncModel, complete_sync, run_sync
 from ._testing import FunctionModel, ScriptedModel, estimate_tokens
@@ -68,10 +63,12 @@ from ._usage import (
     price_for,
     usage_scope,
 )
+from ._wrapper import WrapperModel
 
 __all__ = [
     "BUILTIN_MODELS",
     "DEFAULT_MODEL",
+    "DEFAULT_REQUEST",
     "DRIFT_KINDS",
     "FAULT_PROFILES",
     "FREE",
@@ -88,8 +85,10 @@ __all__ = [
     "LocalLlama",
     "Message",
     "MessagesInput",
+    "MeteredModel",
     "Model",
     "ModelBase",
+    "ModelRequest",
     "ModelSpec",
     "ModelStatus",
     "ModelUsage",
@@ -105,6 +104,7 @@ __all__ = [
     "Usage",
     "UsageMeter",
     "WheelMember",
+    "WrapperModel",
     "allow_real_model_calls",
     "block_real_model_calls",
     "builtin_model_path",

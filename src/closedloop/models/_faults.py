@@ -17,7 +17,7 @@ import json
 import random
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -26,8 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .._exceptions import ConfigurationError, ModelTimeoutError, TransientModelError
 from .._validation import require_int_at_least
+from ._completion import Completion, MessagesInput
 from ._json import parse_structured
-from ._protocol import Completion, MessagesInput, Model
+from ._protocol import Model
+from ._request import DEFAULT_REQUEST, ModelRequest
+from ._wrapper import WrapperModel
 
 __all__ = [
     "DRIFT_KINDS",
@@ -166,7 +169,7 @@ def _renamed(key: str, rng: random.Random) -> str:
     return rng.choice([o for o in options if o != key] or [f"{key}_"])
 
 
-class FaultInjectingModel:
+class FaultInjectingModel(WrapperModel):
     """Wraps ``inner`` and injects the faults of ``profile``, deterministically per ``seed``.
 
     ``sleep`` is awaited for injected latency (inject a fake in tests: nothing sleeps for
@@ -183,21 +186,16 @@ class FaultInjectingModel:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         name: str | None = None,
     ) -> None:
-        if not isinstance(inner, Model):
-            raise ConfigurationError("inner", inner, "must be a model (with .complete)")
-        self.inner = inner
+        super().__init__(inner, name=name)
         self.profile = FaultProfile.named(profile) if isinstance(profile, str) else profile
+        if name is None:
+            self._own_name = f"faults[{self.profile.name}]({inner.name})"
         self.seed = require_int_at_least("seed", seed, 0)
         self._rng = random.Random(seed)
         self._ids = random.Random(f"call-ids-{seed}")
         self._sleep = sleep
-        self._name = name or f"faults[{self.profile.name}]({inner.name})"
         self._log: list[FaultRecord] = []
         self.calls = 0
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     @property
     def fault_log(self) -> tuple[FaultRecord, ...]:
@@ -224,23 +222,14 @@ class FaultInjectingModel:
         self._log.append(FaultRecord(call_id, index, kind, MappingProxyType(details)))
 
     async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        response_schema: Mapping[str, Any] | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: str | Sequence[str] | None = None,
-        seed: int | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        call_id: str | None = None,
+        self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:
         """Complete through the inner model, with this call's faults injected."""
         draw = self._draw()
         index = self.calls
         self.calls += 1
-        call_id = call_id or uuid.UUID(int=self._ids.getrandbits(128), version=4).hex[:16]
+        call_id = request.call_id or uuid.UUID(int=self._ids.getrandbits(128), version=4).hex[:16]
+        timeout = request.timeout
         if timeout is not None and draw.latency_s >= timeout:
             await self._sleep(timeout)
             self._record(
@@ -256,18 +245,11 @@ class FaultInjectingModel:
         if draw.error:
             self._record(call_id, index, FaultKind.TRANSIENT_ERROR)
             raise TransientModelError(f"{self.name}: injected transient fault (call {call_id})")
+        inner_timeout = None if timeout is None else timeout - draw.latency_s
         completion = await self.inner.complete(
-            messages,
-            response_schema=response_schema,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            seed=seed,
-            timeout=None if timeout is None else timeout - draw.latency_s,
-            tools=tools,
-            call_id=call_id,
+            messages, request.replace(call_id=call_id, timeout=inner_timeout)
         )
-        return self._disturb(completion, draw, index, response_schema)
+        return self._disturb(completion, draw, index, request.response_schema)
 
     def _disturb(
         self,

@@ -277,11 +277,12 @@ class LocalLlama(ModelBase):
         return grammar
 
     async def _complete(self, call: CallInfo) -> RawCompletion:
-        if call.tools:
+        request = call.request
+        if request.tools:
             raise ConfigurationError(
-                "tools", call.tools, "LocalLlama has no native tool calling; use response_schema"
+                "tools", request.tools, "LocalLlama has no native tool calling; use response_schema"
             )
-        deadline = None if call.timeout is None else self._deadline_clock() + call.timeout
+        deadline = None if request.timeout is None else self._deadline_clock() + request.timeout
         return await asyncio.to_thread(self._complete_blocking, call, deadline)
 
     def _complete_blocking(self, call: CallInfo, deadline: float | None) -> RawCompletion:
@@ -298,16 +299,17 @@ class LocalLlama(ModelBase):
             loaded.lock.release()
 
     def _generate(self, loaded: _Loaded, call: CallInfo, deadline: float | None) -> RawCompletion:
+        request = call.request
         kwargs: dict[str, Any] = {
             "messages": [m.to_dict() for m in call.messages],
-            "max_tokens": call.max_tokens,
-            "temperature": call.temperature,
-            "seed": call.seed if call.seed is not None else self.seed,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed if request.seed is not None else self.seed,
         }
-        if call.stop:
-            kwargs["stop"] = list(call.stop)
-        if call.response_schema is not None:
-            kwargs["grammar"] = self._grammar(loaded, call.response_schema)
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        if request.response_schema is not None:
+            kwargs["grammar"] = self._grammar(loaded, request.response_schema)
         if not self.prompt_cache:
             loaded.llama.reset()
         try:

@@ -34,7 +34,8 @@ from .._exceptions import (
     TransientModelError,
 )
 from .._validation import require_positive
-from ._protocol import CallInfo, Message, ModelBase, RawCompletion, ToolCall
+from ._completion import Message, ToolCall
+from ._protocol import CallInfo, ModelBase, RawCompletion
 from ._usage import Price, UsageMeter
 
 __all__ = ["OpenAICompatible", "StructuredOutput"]
@@ -164,6 +165,11 @@ class OpenAICompatible(ModelBase):
         self._client = client
 
     @property
+    def supports_tool_calls(self) -> bool:
+        """Chat-completions servers take ``tools`` and answer with native tool calls."""
+        return True
+
+    @property
     def structured_output(self) -> StructuredOutput:
         """The structured-output form in use now (it moves down the ladder on rejection)."""
         return _LADDER[self._rung]
@@ -185,11 +191,12 @@ class OpenAICompatible(ModelBase):
                     self._rung += 1
                     continue
                 raise self._status_error(exc) from exc
-            lenient = call.response_schema is not None and rung != "json_schema"
+            lenient = call.request.response_schema is not None and rung != "json_schema"
             return self._raw(response, lenient=lenient)
 
     def _params(self, call: CallInfo, rung: StructuredOutput) -> dict[str, Any]:
-        schema = call.response_schema
+        request = call.request
+        schema = request.response_schema
         if schema is not None and rung != "json_schema":
             messages = _with_instruction(call.messages, _schema_instruction(schema))
         else:
@@ -197,15 +204,15 @@ class OpenAICompatible(ModelBase):
         params: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "max_tokens": call.max_tokens,
-            "temperature": call.temperature,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
         }
-        if call.stop:
-            params["stop"] = list(call.stop)
-        if call.seed is not None:
-            params["seed"] = call.seed
-        if call.tools:
-            params["tools"] = [dict(t) for t in call.tools]
+        if request.stop:
+            params["stop"] = list(request.stop)
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.tools:
+            params["tools"] = [dict(t) for t in request.tools]
         if schema is not None:
             if rung == "json_schema":
                 params["response_format"] = {
@@ -225,7 +232,7 @@ class OpenAICompatible(ModelBase):
     async def _send(self, params: dict[str, Any], call: CallInfo) -> Any:
         import openai
 
-        timeout = call.timeout if call.timeout is not None else self.timeout
+        timeout = call.request.timeout if call.request.timeout is not None else self.timeout
         try:
             # The SDK's timeout bounds each network phase; wait_for bounds the whole call.
             return await asyncio.wait_for(

@@ -11,10 +11,13 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ._protocol import Completion, MessagesInput, Model
+from ._completion import Completion, MessagesInput
+from ._protocol import Model
+from ._request import DEFAULT_REQUEST, ModelRequest
+from ._wrapper import WrapperModel
 
 __all__ = ["SyncModel", "complete_sync", "run_sync"]
 
@@ -61,70 +64,25 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
 
 
 def complete_sync(
-    model: Model,
-    messages: MessagesInput,
-    *,
-    response_schema: Mapping[str, Any] | None = None,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    stop: str | Sequence[str] | None = None,
-    seed: int | None = None,
-    timeout: float | None = None,
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    call_id: str | None = None,
+    model: Model, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
 ) -> Completion:
-    """``model.complete(...)``, blocking."""
-    return run_sync(
-        model.complete(
-            messages,
-            response_schema=response_schema,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            seed=seed,
-            timeout=timeout,
-            tools=tools,
-            call_id=call_id,
-        )
-    )
+    """``await model.complete(messages, request)``, blocking."""
+    return run_sync(model.complete(messages, request))
 
 
-class SyncModel:
-    """A blocking face on an async model: ``SyncModel(model).complete(messages, ...)``."""
+class SyncModel(WrapperModel):
+    """A blocking face on an async model: ``SyncModel(model).complete_sync(messages, request)``.
 
-    def __init__(self, model: Model) -> None:
-        self.model = model
+    It stays a model: ``await sync_model.complete(...)`` still works from async code, so
+    the same object can be handed to an agent and called from a script.
+    """
 
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        response_schema: Mapping[str, Any] | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: str | Sequence[str] | None = None,
-        seed: int | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        call_id: str | None = None,
+    def complete_sync(
+        self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:
-        """Blocking ``complete``; same arguments as ``Model.complete``."""
-        return complete_sync(
-            self.model,
-            messages,
-            response_schema=response_schema,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            seed=seed,
-            timeout=timeout,
-            tools=tools,
-            call_id=call_id,
-        )
+        """Blocking ``complete``, on the shared background loop."""
+        return complete_sync(self, messages, request)
 
-    def __repr__(self) -> str:
-        return f"SyncModel({self.model!r})"
+    def close(self) -> None:
+        """Blocking ``aclose``."""
+        run_sync(self.aclose())

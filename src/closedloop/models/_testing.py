@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from .._exceptions import ConfigurationError, ModelResponseError
-from ._protocol import CallInfo, Completion, Message, ModelBase, RawCompletion
+from ._completion import Completion, Message
+from ._protocol import CallInfo, ModelBase, RawCompletion
 from ._usage import FREE, Price, UsageMeter
 
 __all__ = ["FunctionModel", "ScriptedModel", "estimate_tokens"]

@@ -8,14 +8,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._validation import require_non_negative
-
-if TYPE_CHECKING:
-    from ._protocol import Completion, Usage
+from ._completion import Completion, Usage
 
 __all__ = [
     "FREE",

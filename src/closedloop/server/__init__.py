@@ -14,7 +14,6 @@ from __future__ import annotations
 from ._app import create_app
 from ._auth import KEY_NAMESPACE, ApiKeyInfo, ApiKeys, CreatedKey, Principal
 from ._deps import Service
-from ._metered import MeteredModel
 from ._metrics import ServiceMetrics
 from ._ratelimit import RateLimit, RateLimiter, TokenBucket
 from ._registry import (
@@ -41,7 +40,6 @@ __all__ = [
     "ApiKeyInfo",
     "ApiKeys",
     "CreatedKey",
-    "MeteredModel",
     "Principal",
     "RateLimit",
     "RateLimiter",

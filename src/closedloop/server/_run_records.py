@@ -15,7 +15,7 @@ from typing import Any
 from .._exceptions import StaleStateError
 from ..feedback import HandoverQueue, Record, StateStore
 from ..feedback._handover import redact
-from ._metered import MeteredModel
+from ..models import MeteredModel
 
 __all__ = [
     "RUNS",
@@ -119,7 +119,7 @@ async def update_run(
             before = value.get("timing") or {}
             value["timing"] = {
                 "wall_s": float(before.get("wall_s", 0.0)) + wall_s,
-                "model_s": float(before.get("model_s", 0.0)) + metered.model_s,
+                "model_s": float(before.get("model_s", 0.0)) + metered.waited_s,
                 "model_calls": int(before.get("model_calls", 0)) + metered.calls,
             }
         try:

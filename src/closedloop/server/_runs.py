@@ -24,8 +24,7 @@ from .._exceptions import ConfigurationError
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
 from ..feedback import Record, StateStore
 from ..feedback._handover import redact
-from ..models import Model
-from ._metered import MeteredModel
+from ..models import MeteredModel, Model
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
 from ._run_records import (
@@ -118,7 +117,7 @@ class RunManager:
     def _context(
         self, store: StateStore, session_id: str, run_id: str, params: Mapping[str, Any]
     ) -> tuple[AgentContext, MeteredModel, _HubSink]:
-        metered = MeteredModel(self._model(), self.metrics, clock=self._clock)
+        metered = MeteredModel(self._model(), listener=self.metrics, clock=self._clock)
         hub_sink = _HubSink(
             self.hub, f"{store_scope(store)}/{run_key(session_id, run_id)}", self.metrics
         )

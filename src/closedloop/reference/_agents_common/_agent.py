@@ -19,7 +19,7 @@ from ...agent import Agent, ControlConfig, ErrorMetric, RequiredField, RunResult
 from ...agent import Task as AgentTask
 from ...agent._control import ControllerBank
 from ...feedback import HandoverQueue, MemoryStore, StateStore
-from ...models import Completion, Model, Usage, load_model
+from ...models import DEFAULT_REQUEST, Completion, Model, ModelRequest, Usage, load_model
 from .._cities import CityNormaliser
 from .._tasks import Task
 from .._tools import WorldTools
@@ -219,28 +219,17 @@ class Policy:
     def name(self) -> str:
         return self._name
 
-    async def complete(
-        self,
-        messages: Any,
-        *,
-        response_schema: Mapping[str, Any] | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: str | Sequence[str] | None = None,
-        seed: int | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        call_id: str | None = None,
-    ) -> Completion:
+    async def complete(self, messages: Any, request: ModelRequest = DEFAULT_REQUEST) -> Completion:
         snapshot = await self.store.get(self.session_id)
-        turn = Turn(Facts(TaskState.model_validate(snapshot.to_dict())), temperature, seed or 0)
+        state = TaskState.model_validate(snapshot.to_dict())
+        turn = Turn(Facts(state), request.temperature, request.seed or 0)
         move = await self.rules.decide(turn)
         return Completion(
             text=json.dumps(move, ensure_ascii=False),
-            parsed=move if response_schema is not None else None,
+            parsed=move if request.response_schema is not None else None,
             usage=Usage(prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens),
             model=self._name,
-            call_id=call_id or uuid.uuid4().hex[:16],
+            call_id=request.call_id or uuid.uuid4().hex[:16],
         )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...agent import TaskState
 from ...execution import AtomicAction, canonical_json, normalise
-from ...models import Model
+from ...models import Model, ModelRequest
 from ._text import Lang
 
 __all__ = [
@@ -195,10 +195,12 @@ class Language:
             return None
         completion = await self.model.complete(
             [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            response_schema=schema,
-            max_tokens=self.max_tokens,
-            temperature=min(1.0, turn.temperature + 0.5 * resample),
-            seed=turn.seed + resample,
+            ModelRequest(
+                response_schema=schema,
+                max_tokens=self.max_tokens,
+                temperature=min(1.0, turn.temperature + 0.5 * resample),
+                seed=turn.seed + resample,
+            ),
         )
         turn.model_calls += 1
         turn.prompt_tokens += completion.usage.prompt_tokens

@@ -121,7 +121,7 @@ def _ladrc_loop(ladrc: LADRC) -> Callable[[float, float], float]:
 
 
 def reference_scenarios() -> list[Scenario]:
-    """The scenarios of issue 2: PID anti-windup on FOPDT, LADRC on first and second order."""
+    """The reference scenarios: PID anti-windup on FOPDT, LADRC on first and second order."""
     out: list[Scenario] = []
     fopdt_h = 0.01
     for mode in ("none", "clamp", "conditional", "back_calculation"):

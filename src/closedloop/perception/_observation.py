@@ -14,7 +14,7 @@ from ._compact import compact
 __all__ = ["EMPTY_MEANING", "Observation", "ObservationStatus"]
 
 EMPTY_MEANING = "no match found; this is not the absence of a constraint"
-"""What an empty result means. Seed 004's incident: a model read an empty list as "no
+"""What an empty result means. A known failure: a model read an empty list as "no
 restriction applies" and acted on it. The meaning sentence says otherwise, every time."""
 
 

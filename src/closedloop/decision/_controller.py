@@ -1,9 +1,10 @@
 """The hybrid controller: maintain inside the tolerance, rules for known causes, model last.
 
-Seed 001 §3.2: aggregate the latest observations into a state vector, compute a weighted
-error, and route. Inside the tolerance nothing is done. Outside it, registered rules for
-the causes at hand propose moves; the best proposal wins unless its confidence is below
-the gate, and only then is the model (an injected async callable) asked.
+Rules first, the model past a gate: aggregate the latest observations into a state
+vector, compute a weighted error, and route. Inside the tolerance nothing is done. Outside
+it, registered rules for the causes at hand propose moves; the best proposal wins unless
+its confidence is below the gate, and only then is the model (an injected async callable)
+asked.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ class RuleRegistry:
         return len(self._rules)
 
 
-# --- the built-in rules (seed 001 §3.2) -------------------------------------------------
+# --- the built-in rules: one per known cause of a deviation ------------------------------
 
 
 def _switch_source(ctx: DecisionContext, trigger: Trigger) -> Proposal | None:
@@ -244,7 +244,7 @@ def _stale(ctx: DecisionContext, trigger: Trigger) -> Proposal | None:
 
 
 def default_rules() -> RuleRegistry:
-    """A registry with the seed's known causes.
+    """A registry with a rule for each common cause of a deviation.
 
     503/5xx or ``error`` → switch source (retry later when none is healthy);
     ``rate_limited`` → back off, honouring Retry-After; ``empty`` → widen the query, then

@@ -45,7 +45,7 @@ Compensation: TypeAlias = Callable[[Mapping[str, Any], Any], Any]
 
 
 class EffectClass(StrEnum):
-    """What running an action twice does to the world (seed 004's side-effect table)."""
+    """What running an action twice does to the world: recomputable, once or irreversible."""
 
     RECOMPUTABLE = "recomputable"  # no lasting effect: classify, summarise, draft
     OVERWRITABLE = "overwritable"  # writes the same value again: set a field, upsert
@@ -160,7 +160,7 @@ async def call_maybe_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AtomicAction:
-    """One operation on the world, with its contract (seed 001 §3.3).
+    """One operation on the world, with its contract: checks, timeout, retries, compensation.
 
     ``fn`` is called as ``fn(**args)``; it may be sync (run in a worker thread so a timeout
     can stop waiting for it) or async (cancelled on timeout). ``preconditions`` are checked

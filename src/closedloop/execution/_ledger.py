@@ -1,6 +1,6 @@
 """The effect ledger: which effects of a task reached the world, kept in the state store.
 
-Seed 004: retrying a classification costs tokens, retrying a payment is an incident. Every
+Retrying a classification costs tokens; retrying a payment is an incident. Every
 ``once``/``irreversible`` effect is claimed in the store (``pending``) before it runs and
 marked ``committed`` with its result after, so a replay returns the recorded result instead
 of acting again. A crash between the call and the commit leaves ``pending``: the effect may

@@ -7,8 +7,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from .._exceptions import (
     ActionTimeoutError,
@@ -17,10 +16,8 @@ from .._exceptions import (
     PreconditionFailedError,
 )
 from .._validation import require_positive
+from ._effect import EffectClass, EffectRecord
 from ._retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from ._ledger import EffectRecord
 
 __all__ = [
     "AtomicAction",
@@ -28,7 +25,6 @@ __all__ = [
     "Compensation",
     "Condition",
     "Confirmation",
-    "EffectClass",
     "Reconciler",
     "Reconciliation",
 ]
@@ -42,20 +38,6 @@ CheckFn: TypeAlias = Callable[
 
 Compensation: TypeAlias = Callable[[Mapping[str, Any], Any], Any]
 """Undoes an effect; receives the arguments and the result. May be async."""
-
-
-class EffectClass(StrEnum):
-    """What running an action twice does to the world: recomputable, once or irreversible."""
-
-    RECOMPUTABLE = "recomputable"  # no lasting effect: classify, summarise, draft
-    OVERWRITABLE = "overwritable"  # writes the same value again: set a field, upsert
-    ONCE = "once"  # must happen at most once: send a notification
-    IRREVERSIBLE = "irreversible"  # cannot be undone by rerunning: pay, delete
-
-    @property
-    def needs_ledger(self) -> bool:
-        """Only effects whose repetition is harmless may be retried without the ledger."""
-        return self in (EffectClass.ONCE, EffectClass.IRREVERSIBLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +59,7 @@ class Reconciliation:
 
 
 Reconciler: TypeAlias = Callable[
-    [Mapping[str, Any], "EffectRecord"], Reconciliation | Awaitable[Reconciliation]
+    [Mapping[str, Any], EffectRecord], Reconciliation | Awaitable[Reconciliation]
 ]
 """Asks the outside world whether a pending effect happened; receives the stored arguments
 and the ledger record (whose ``key`` is the idempotency key)."""

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import (
     ConfigurationError,
@@ -22,14 +19,15 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
-from ._action import AtomicAction, EffectClass, Reconciliation, call_maybe_async
+from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
+from ._effect import EffectRecord, EffectStatus
 from ._retry import PROGRAMMING_ERRORS
 
 __all__ = [
     "CompensationResult",
     "EffectLedger",
-    "EffectRecord",
+    "EffectRecord",  # defined in _effect; re-exported for the ledger's callers
     "EffectStatus",
     "RecordStore",
 ]
@@ -63,37 +61,6 @@ class RecordStore(Protocol):
     ) -> StoredRecord: ...
 
     async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
-
-
-class EffectStatus(StrEnum):
-    """Where one effect stands."""
-
-    PENDING = "pending"  # claimed; the call may or may not have reached the world
-    COMMITTED = "committed"  # happened; the result is recorded
-    FAILED = "failed"  # did not happen; may be tried again
-    COMPENSATED = "compensated"  # happened and was undone
-    COMPENSATION_FAILED = "compensation_failed"  # happened; undoing it failed (retryable)
-
-
-class EffectRecord(BaseModel):
-    """One ledger entry, as stored (JSON) in the state store's ``ledger`` namespace."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key: str
-    task_id: str
-    step: int
-    action: str
-    effect: EffectClass
-    status: EffectStatus
-    args: dict[str, Any]
-    result: Any = None
-    error: str | None = None
-    attempts: int = 0
-    seq: int | None = None
-    compensation: str | None = None
-    note: str | None = None
-    version: int = Field(default=0, exclude=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,6 +139,29 @@ class EffectLedger:
 
     # --- writes ----------------------------------------------------------------------------
 
+    def _new_record(
+        self,
+        key: str,
+        task_id: str,
+        step: int,
+        action: AtomicAction,
+        args: Mapping[str, Any],
+        status: EffectStatus,
+        **fields: Any,
+    ) -> EffectRecord:
+        """A fresh entry for ``action`` run with ``args``; ``fields`` fill in the rest."""
+        return EffectRecord(
+            key=key,
+            task_id=task_id,
+            step=step,
+            action=action.name,
+            effect=action.effect,
+            status=status,
+            args=self._stored_args(args),
+            compensation=action.compensation_name,
+            **fields,
+        )
+
     async def claim(
         self,
         *,
@@ -157,16 +180,8 @@ class EffectLedger:
         """
         if previous is not None and previous.status is not EffectStatus.FAILED:
             raise LedgerError(f"effect {key!r} is {previous.status}; only failed ones re-run")
-        record = EffectRecord(
-            key=key,
-            task_id=task_id,
-            step=step,
-            action=action.name,
-            effect=action.effect,
-            status=EffectStatus.PENDING,
-            args=self._stored_args(args),
-            attempts=attempts,
-            compensation=action.compensation_name,
+        record = self._new_record(
+            key, task_id, step, action, args, EffectStatus.PENDING, attempts=attempts
         )
         expected = 0 if previous is None else previous.version
         return await self._write(record, expected)
@@ -240,18 +255,16 @@ class EffectLedger:
     ) -> EffectRecord:
         """Record a repeatable effect that already ran, so a saga can compensate it."""
         stored_result, unstorable = self._stored_result(result)
-        record = EffectRecord(
-            key=key,
-            task_id=task_id,
-            step=step,
-            action=action.name,
-            effect=action.effect,
-            status=EffectStatus.COMMITTED,
-            args=self._stored_args(args),
+        record = self._new_record(
+            key,
+            task_id,
+            step,
+            action,
+            args,
+            EffectStatus.COMMITTED,
             result=stored_result,
             attempts=attempts,
             seq=await self._next_seq(task_id),
-            compensation=action.compensation_name,
             note=unstorable or None,
         )
         # Rerunning a repeatable effect overwrites its entry: it is the same effect again.

@@ -103,3 +103,15 @@ def test_the_architecture_document_names_the_real_modules() -> None:
     assert named, "the document names no module"
     missing = sorted(n for n in named if not (REPO / "src" / "closedloop" / n).is_file())
     assert missing == []
+
+
+def test_the_readme_cites_no_sections_or_issues() -> None:
+    # The README may say which article a benchmark's claim comes from, but not by section.
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = [
+        line
+        for line in text.splitlines()
+        if FORBIDDEN["a section sign"].search(line) or FORBIDDEN["an issue number"].search(line)
+    ]
+    assert found == []
+    assert _missing_docs(text) == []

@@ -1,4 +1,4 @@
-"""The advanced-control benchmark (issue 11): adaptive gains, pre-warm, tiered response
+"""The advanced-control benchmark: adaptive gains, pre-warm, tiered response
 and the plain-language view, each beside plain closedloop in the same run.
 
     .venv/bin/python bench/advanced.py            # writes bench/results/advanced.json

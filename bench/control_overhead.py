@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/control_overhead.py [--out bench/results/control_overhead.json]
 
-Targets (issue 2): PID <= 2 us per update, RegressionESO <= 50 us per update.
+Targets: PID <= 2 us per update, RegressionESO <= 50 us per update.
 Each figure is the median over repeats of (batch time / batch size), so a noisy
 machine moves the spread, not the median.
 """

@@ -1,4 +1,4 @@
-"""The faults benchmark (issue 6): open loop, fixed retries, LangGraph and closedloop.
+"""The faults benchmark: open loop, fixed retries, LangGraph and closedloop.
 
     .venv/bin/python bench/faults.py --quick
     .venv/bin/python bench/faults.py --profiles seed000,harsh

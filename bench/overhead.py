@@ -1,4 +1,4 @@
-"""The loop's own cost per step: closedloop vs a plain while loop vs LangGraph (issue 6).
+"""The loop's own cost per step: closedloop vs a plain while loop vs LangGraph.
 
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --steps 10 --rounds 50

@@ -1,4 +1,4 @@
-"""Feedback strategies side by side on real code tasks (issue 7).
+"""Feedback strategies side by side on real code tasks.
 
     .venv/bin/python bench/refine.py --tasks seed --rounds 3
     .venv/bin/python bench/refine.py --tasks humaneval --limit 20 --strategies self_refine,pid

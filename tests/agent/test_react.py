@@ -1,4 +1,4 @@
-"""The ReAct loop end to end on scripted models: answers, refusals, seed 004's question."""
+"""The ReAct loop end to end on scripted models: answers, refusals, the all-empty question."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def _confident_model(strategy: str) -> FunctionModel:
 
 
 @pytest.mark.parametrize("strategy", ["same_call", "varied_calls", "declares_victory"])
-async def test_seed_004_every_tool_empty_never_reports_success(strategy: str) -> None:
+async def test_every_tool_empty_never_reports_success(strategy: str) -> None:
     task = Task(
         prompt="Book a meeting room for 3 people on Friday.",
         required_fields=[RequiredField(name="booking_id", schema={"type": "string"})],
@@ -153,7 +153,7 @@ async def test_seed_004_every_tool_empty_never_reports_success(strategy: str) ->
     assert all(r.error >= 0.5 for r in empty)  # an empty answer is an error for the step
 
 
-async def test_seed_004_also_stops_without_required_fields() -> None:
+async def test_all_empty_also_stops_without_required_fields() -> None:
     agent, _ = make_agent(_confident_model("varied_calls"), _stubbed_tools())
     result = await agent.run("Find out whether room 3 is free on Friday.")
     assert result.halt_reason is HaltReason.NO_PROGRESS and not result.success

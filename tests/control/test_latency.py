@@ -1,4 +1,4 @@
-"""LatencyTracker: p95 over a window and the seed-001 dynamic timeout."""
+"""LatencyTracker: p95 over a window and the predictive dynamic timeout."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_floor_applies_to_very_fast_services() -> None:
 
 
 def test_degraded_service_fails_fast() -> None:
-    # Seed 001 §5.4: p95 above 5 s → timeout min(3 s, p95·0.6).
+    # Predictive fallback: p95 above 5 s → timeout min(3 s, p95·0.6).
     tracker = tracker_with([6.0, 7.0, 8.0, 9.0, 10.0])
     assert tracker.degraded
     assert tracker.dynamic_timeout() == 3.0

@@ -31,8 +31,8 @@ def test_issue_example() -> None:
     assert verdicts[-1].trajectory is Trajectory.CONVERGING
 
 
-def test_seed_003_trajectory() -> None:
-    # Seed 003's "simple retry" 7 → 8 → 4 → 10 on a 10-point scale: ΔV −2.5, +16, −18.
+def test_blind_retry_trajectory() -> None:
+    # A blind retry's scores 7 → 8 → 4 → 10 on a 10-point scale: ΔV −2.5, +16, −18.
     monitor = LyapunovMonitor(target=10.0)
     verdicts = [monitor.observe(s) for s in (7, 8, 4, 10)]
     assert [v.dV for v in verdicts[1:]] == pytest.approx([-2.5, 16.0, -18.0])

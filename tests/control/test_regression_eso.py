@@ -1,4 +1,4 @@
-"""RegressionESO: the sliding-window least-squares disturbance estimator of seed 000 §4.2."""
+"""RegressionESO: the sliding-window least-squares disturbance estimator (ADRC's ESO, Han 2009)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ Triple = tuple[float, float, float]
 
 
 def reference_fit(samples: list[Triple]) -> tuple[np.ndarray, float]:
-    """numpy's minimum-norm least squares and the seed's f_est formula, clipped."""
+    """numpy's minimum-norm least squares and the f_est formula, clipped."""
     data = np.array(samples, dtype=float)
     x = np.column_stack([data[:, 0], data[:, 1], np.ones(len(data))])
     coef = np.linalg.lstsq(x, data[:, 2], rcond=None)[0]

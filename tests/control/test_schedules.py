@@ -34,7 +34,7 @@ unit = st.floats(min_value=0.0, max_value=1.0)
     ("u", "expected"),
     [
         (0.0, "light"),
-        (0.285, "light"),  # seed 003's worked example
+        (0.285, "light"),  # the feedback-intensity worked example, u = 0.285
         (0.2999, "light"),
         (0.3, "medium"),
         (0.5999, "medium"),
@@ -63,7 +63,7 @@ def test_retry_delay_and_timeout() -> None:
     delay = schedule_retry_delay_ms()
     timeout = schedule_timeout_ms()
     assert delay(0.0) == 100.0
-    assert delay(0.42) == pytest.approx(310.0)  # seed 000: u = 0.42 → 310 ms
+    assert delay(0.42) == pytest.approx(310.0)  # u = 0.42 → 100 + 500·0.42 = 310 ms
     assert delay(1.0) == 600.0
     assert timeout(0.42) == pytest.approx(620.0)
     assert timeout == ScheduleLinear(200.0, 1000.0)

@@ -171,7 +171,7 @@ async def test_model_failure_falls_back_and_is_logged() -> None:
 
 
 async def test_dynamic_tolerance_from_the_budget() -> None:
-    """Seed 001: price tolerance max(50, 0.1 x budget), error in currency units."""
+    """A price tolerance of max(50, 0.1 x budget), error in currency units."""
 
     def price_error(state: StateVector, context: Mapping[str, Any]) -> float:
         cheapest = state.sources["flights"]

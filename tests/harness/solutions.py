@@ -1,4 +1,4 @@
-"""Reference solutions for the seed tasks, and buggy variants with known failures."""
+"""Reference solutions for the refinement tasks, and buggy variants with known failures."""
 
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ class LRUCache:
             self.data.popitem(last=False)
 """
 
-# Seed 003's round-1 bug: get() does not refresh recency (T3, T7, T10 fail).
+# A typical round-1 bug: get() does not refresh recency (T3, T7, T10 fail).
 LRU_GET_NO_REFRESH = LRU.replace(
     "        self.data.move_to_end(key)\n        return", "        return"
 )
 
-# Eviction from the wrong end (seed 003's round 3 of blind retry).
+# Eviction from the wrong end (a typical regression under blind retry).
 LRU_WRONG_END = LRU.replace("popitem(last=False)", "popitem(last=True)")
 
 TTL = """

@@ -109,7 +109,7 @@ async def test_the_adaptive_pid_learns_to_skip_the_dead_zone() -> None:
     assert memory.improved == {LIGHT: 0, MEDIUM: 0, HEAVY: 8}
 
 
-async def test_without_memory_every_task_starts_from_the_seed_mapping() -> None:
+async def test_without_memory_every_task_starts_from_the_fixed_mapping() -> None:
     refiner = Refiner(
         ModelGenerator(FunctionModel(copier)), ScriptedEvaluator(), pid_feedback(), max_rounds=3
     )

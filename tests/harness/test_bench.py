@@ -1,4 +1,4 @@
-"""``bench refine`` end to end on the seed tasks with a scripted model and the real sandbox."""
+"""``bench refine`` end to end on the refinement tasks, a scripted model, the real sandbox."""
 
 from __future__ import annotations
 

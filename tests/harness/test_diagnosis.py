@@ -1,4 +1,4 @@
-"""Diagnosis from structured results, and seed 003's chooser."""
+"""Diagnosis from structured results, and the PID-or-self-refine chooser."""
 
 from __future__ import annotations
 
@@ -85,9 +85,9 @@ def test_whole_run_failures_say_why_and_hint_at_the_fix() -> None:
     assert any("define `add`" in h for h in diagnose(ev, ADD_TASK).hints)
 
 
-def test_should_use_pid_follows_seed_003() -> None:
+def test_should_use_pid_follows_the_rule() -> None:
     assert should_use_pid(0.8, 3, True).strategy == "self_refine"
-    # 0.7 is not "more than 70 %": the seed's own LRU example (7/10) goes on to the bug count.
+    # 0.7 is not "more than 70 %": the LRU example (7/10) goes on to the bug count.
     assert should_use_pid(0.7, 2, True).strategy == "pid_feedback"
     assert should_use_pid(0.5, 1, True).strategy == "self_refine"
     assert should_use_pid(0.5, 2, True).strategy == "pid_feedback"

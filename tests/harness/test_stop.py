@@ -44,7 +44,7 @@ def test_after_rounds() -> None:
     assert decision is not None and decision.reason is StopReason.MAX_ROUNDS
 
 
-def test_lyapunov_on_seed_003_trajectories() -> None:
+def test_lyapunov_on_the_measured_trajectories() -> None:
     policy = stop_on_lyapunov(patience=2)
     # Blind retry 7 -> 8 -> 4 -> 10: one rise of V, not two in a row: no stop.
     assert all(

@@ -72,7 +72,7 @@ async def test_self_refine_sends_the_last_code_and_its_score_without_specifics()
 async def test_pid_feedback_is_precise_and_light_at_seventy_percent() -> None:
     result, model, _ = await run(pid_feedback(), [7, 10])
     r2 = result.rounds[1]
-    # Seed 003: e = 0.3; P = 0.18, I = 0.06; no derivative on the first sample -> 0.24.
+    # Worked example: e = 0.3; P = 0.18, I = 0.06; no derivative on the first sample -> 0.24.
     assert r2.control == pytest.approx(0.24)
     assert (r2.level, r2.gains) == ("light", (0.6, 0.2, 0.15))
     text = model.calls[1].messages[-1].content
@@ -95,7 +95,7 @@ async def test_pid_feedback_is_precise_and_light_at_seventy_percent() -> None:
         (0, 0.80, "heavy", "Write a new implementation from scratch"),
     ],
 )
-async def test_pid_levels_follow_the_seed_thresholds(
+async def test_pid_levels_follow_the_thresholds(
     passed: int, u: float, level: str, phrase: str
 ) -> None:
     result, model, _ = await run(pid_feedback(), [passed, passed])

@@ -1,4 +1,4 @@
-"""Seed 003's tasks: reference solutions pass every check; known bugs fail the checks they should."""
+"""Refinement tasks: reference solutions pass every check; known bugs fail the right checks."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from . import solutions
 pytestmark = pytest.mark.integration
 
 
-def test_seed_task_sizes_match_seed_003() -> None:
+def test_task_names_and_check_counts() -> None:
     assert [t.name for t in SEED_TASKS] == [
         "merge_sorted_lists",
         "spiral_matrix",
@@ -38,7 +38,7 @@ async def test_reference_solutions_pass_every_check(sandbox: Sandbox, task: Task
     assert ev.status is EvaluationStatus.PASSED, [c.describe() for c in ev.failures]
 
 
-async def test_lru_without_recency_in_get_fails_like_seed_003(sandbox: Sandbox) -> None:
+async def test_lru_without_recency_in_get_fails_t3_t7_t10(sandbox: Sandbox) -> None:
     ev = await sandbox.run(LRU_CACHE, solutions.LRU_GET_NO_REFRESH)
     assert ev.passed == 7
     assert [c.name for c in ev.failures] == ["T3", "T7", "T10"]

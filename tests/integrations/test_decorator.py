@@ -271,7 +271,7 @@ def test_a_key_function_gives_each_kind_of_call_its_own_pid(sleeper: SleepRecord
 
 
 def test_a_two_argument_metric_sees_the_call(sleeper: SleepRecorder) -> None:
-    # Seed 000's e2: the edit distance between the city asked for and the city answered.
+    # e2: the edit distance between the city asked for and the city answered.
     def city_error(answer: dict[str, str], call: Invocation) -> float:
         return error_edit_distance(call.args[0], answer["city"])
 

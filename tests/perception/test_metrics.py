@@ -1,4 +1,4 @@
-"""Error metrics: known values (seed 000 §3.1), edge cases and properties."""
+"""Error metrics: known values, edge cases and properties."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from closedloop.perception import (
 )
 
 
-def test_seed_000_examples() -> None:
+def test_worked_examples() -> None:
     assert error_edit_distance("北就", "北京") == 0.5  # one substitution over two characters
     assert error_business({"city": "北京", "temperature": 25}, ["temperature"]) == 0.0
     assert error_business({"city": "北京"}, ["temperature"]) == 1.0

@@ -1,10 +1,10 @@
 """sanitize_json on 300 drifted model outputs: the measured parse-success rate, reported.
 
-Measured on this corpus (315 outputs, seed 4): 279 of the 285 outputs that hold a complete
+Measured on this corpus (315 outputs, random seed 4): 279 of the 285 outputs that hold a complete
 answer are recovered exactly (97.9 %); the 6 misses are drifts the sanitizer deliberately
 does not guess at (curly-quote delimiters, unquoted keys, comments, "...", NaN, a missing
 comma) and fail cleanly. Schema-valid answers are accepted, drifted-schema ones refused,
-and all 30 truncated or JSON-free outputs fail cleanly. The seed-001 greedy regex
+and all 30 truncated or JSON-free outputs fail cleanly. The greedy-regex baseline
 recovers 149/285 (52.3 %); both rates are printed when the test runs with ``-s``.
 """
 
@@ -25,7 +25,7 @@ GREEDY_CEILING = 0.6  # the baseline must stay clearly worse, or the corpus is t
 
 
 def greedy_regex_baseline(text: str) -> Any:
-    """Seed 001 §5.1's approach: the outermost {...} by a greedy DOTALL regex."""
+    """The usual recipe: the outermost {...} by a greedy DOTALL regex."""
     match = re.search(r"\{.*\}", text, re.DOTALL)
     if match is None:
         return None
@@ -82,7 +82,7 @@ def test_parse_success_rate_on_drifted_outputs() -> None:
         f"{len(corpus) - len(with_answer)} truncated/no-JSON all failed cleanly; "
         f"{len(failures)} misses, all deliberate non-repairs that failed cleanly)"
     )
-    print(f"greedy-regex baseline (seed 001 §5.1): {greedy}/{len(with_answer)} = {greedy_rate:.1%}")
+    print(f"greedy-regex baseline: {greedy}/{len(with_answer)} = {greedy_rate:.1%}")
     print("recovered per mode:", dict(sorted(per_mode.items())))
     assert rate >= RECOVERY_FLOOR, failures[:3]
     assert all(case.kind == "unrepaired" for case, _ in failures), failures[:3]

@@ -1,5 +1,5 @@
 """The flight agent against a real world server: the tasks' checkers under no faults and
-seed 000's, effects never duplicated when answers are lost, compensation when payment
+the seed000 profile's, effects never duplicated when answers are lost, compensation when payment
 fails, the hybrid controller's budget decisions, and bad input."""
 
 from __future__ import annotations

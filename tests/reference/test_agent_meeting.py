@@ -1,5 +1,5 @@
 """The meeting-room agent against a real world server: the tasks' checkers under no faults
-and seed 000's, the empty-result guard, the weather check, grounded answers, bad input."""
+and seed000's, the empty-result guard, the weather check, grounded answers, bad input."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The weather agent against a real world server: checked by the tasks' own checkers, under
-no faults and under seed 000's faults, on bad input, with the model past the gate, and with
+no faults and under the seed000 faults, on bad input, with the model past the gate, and with
 the PID on e2 driving its actuators."""
 
 from __future__ import annotations

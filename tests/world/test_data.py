@@ -69,7 +69,7 @@ def test_bad_seed_is_refused(seed: object) -> None:
         load_world(seed)  # type: ignore[arg-type]
 
 
-def test_city_hazards_from_the_seeds() -> None:
+def test_city_hazards_are_in_the_data() -> None:
     data = load_world()
     beijing = next(c for c in data.cities if c.name == "北京")
     shanghai = next(c for c in data.cities if c.name == "上海")

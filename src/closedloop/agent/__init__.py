@@ -4,7 +4,7 @@ Each step: project the structured task state into the context → the model prop
 validate (schema, phase, dependencies) → final answer? (a code predicate decides) →
 repeated action? → execute through the effect ledger → observation → state update by
 compare-and-set → control update (PID per step type, ESO → protocol, Lyapunov) → trace.
-Every run ends with a named :class:`HaltReason`. See ARCHITECTURE.md.
+Every run ends with a named :class:`HaltReason`. See docs/architecture.md.
 
 This package exports what a user of the loop names: the agent and its tasks, tools,
 settings, stop policies, results, trace sinks and the views of a finished run. The

@@ -1,4 +1,4 @@
-"""Control inside the loop (seed 000 §3.3 and §4.3).
+"""Control inside the loop: PID per step type (Åström & Hägglund), ESO per task (Han 2009).
 
 Per step type, a PID on that step's error e ∈ [0, 1], warm-started from the recent errors
 of the same key kept in the store, so the first call of a known step type does not start
@@ -79,7 +79,7 @@ def confidence_deficit(action: ActionCall | None, observation: Observation) -> f
     """``1 − confidence``; an empty answer counts at least :data:`EMPTY_ERROR`.
 
     An empty result's confidence (0.9) is the trust that there really is no match; for
-    the step that asked, it is still a step that learned nothing (seed 004).
+    the step that asked, it is still a step that learned nothing.
     """
     error = 1.0 - observation.confidence
     if observation.status is ObservationStatus.EMPTY:
@@ -88,7 +88,7 @@ def confidence_deficit(action: ActionCall | None, observation: Observation) -> f
 
 
 def edit_distance_metric(argument: str, value_path: str) -> ErrorMetric:
-    """Seed 000 §3.1's e2: normalised edit distance between an argument and the answer.
+    """e2: normalised edit distance (Levenshtein 1966) between an argument and the answer.
 
     ``edit_distance_metric("city", "city")`` compares what was asked for with what came
     back; a missing value or a failed observation is an error of 1.0.
@@ -122,7 +122,7 @@ def default_schedule() -> ActuatorSchedule:
 class ControlConfig:
     """Every gain and threshold of the control inside the loop, in one place.
 
-    PID: ``kp``, ``ki``, ``kd`` (seed 000's 0.8 / 0.05 / 0.3), one update per step
+    PID: ``kp``, ``ki``, ``kd`` (by default 0.8 / 0.05 / 0.3), one update per step
     (``dt = 1``), output in [0, 1]. ``warm_start`` replays the last ``history_window``
     errors of the same step type from the store namespace ``namespace``. ``metrics``
     maps step types (tool names) to their error metric; others use ``default_metric``.
@@ -131,7 +131,7 @@ class ControlConfig:
     ``hysteresis``; ``protocols=False`` keeps the loop at ``normal``. Lyapunov:
     ``lyapunov_patience`` consecutive increases of V end a run across replans.
 
-    Adaptive gains (seed 000 §6): ``gains`` is a :class:`~closedloop.control.GainTable`, a
+    Adaptive gains (gain scheduling): ``gains`` is a :class:`~closedloop.control.GainTable`, a
     :class:`~closedloop.control.GainPredictor` or the path of one's JSON; the table answers
     by ``gain_key`` (the domain), the predictor by ``gain_features``. The chosen row
     replaces ``kp``/``ki``/``kd``/``eso_window``/``eso_min_samples``; the given values stay

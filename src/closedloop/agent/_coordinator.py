@@ -1,4 +1,4 @@
-"""Distributed control: a coordinator over sub-agents (seed 000 §6).
+"""Distributed control: a coordinator over sub-agents, one ESO per sub-agent.
 
 Each sub-agent runs its own loop and PID and reports, after each of its steps, the
 control effort it applied and the quality it got. The coordinator runs one regression

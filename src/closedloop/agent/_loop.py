@@ -2,7 +2,7 @@
 
 ``_io.py`` makes the model and tool calls and ``_modes.py`` strings everything into steps
 (ReAct, plan-and-execute, planner/executor/reviewer); this module owns what every step
-ends with, in the order of ARCHITECTURE.md: state update by compare-and-set → control
+ends with, in the order of docs/architecture.md: state update by compare-and-set → control
 update (PID, ESO → protocol, Lyapunov) → trace record → halt check.
 """
 

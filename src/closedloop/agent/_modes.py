@@ -1,4 +1,4 @@
-"""The three control granularities of seed 004, as step functions over one ``Run``.
+"""Three control granularities (ReAct, Yao et al. 2023, and two planners) over one ``Run``.
 
 ``react``: every step the model sees the newest observations and proposes one action.
 ``plan_execute``: the model writes a structured, validated plan; code runs it step by

@@ -1,4 +1,4 @@
-"""The control terms in the words of the people who operate agents (seed 000 §5.4).
+"""The control terms in the words of the people who operate agents.
 
 One pure function, :func:`plain_view`, reads a run's step records and says what the
 control did, each line with the measured figure beside it: f_est becomes a risk score,

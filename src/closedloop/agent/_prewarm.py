@@ -1,4 +1,4 @@
-"""Pre-warmed disturbance estimates and fingerprints (seed 000 §5.3).
+"""Pre-warmed disturbance estimates and fingerprints: the first step starts informed.
 
 Before a run starts, :func:`prewarm` estimates its f_est from cheap signals so the first
 step already runs under the right protocol: the fingerprint of the same query key (what

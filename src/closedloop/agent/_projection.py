@@ -1,4 +1,4 @@
-"""The context is a projection of the structured state, rebuilt every step (seed 004's C).
+"""The context is a projection of the structured state, rebuilt every step.
 
 Never the raw history: the task, the state the code keeps (phase, required fields, plan
 and cursor), the latest few observations (each compacted, older ones named with a note

@@ -2,7 +2,7 @@
 
 These are the contract between the loop (which produces them), the trace writer (which
 writes them as JSONL, one ``StepRecord`` a line), the plots, the CLI and the service.
-Every signal that crosses a step (ARCHITECTURE.md) has a field here, so a run can be
+Every signal that crosses a step (docs/architecture.md) has a field here, so a run can be
 replayed and plotted from its trace alone.
 """
 

@@ -1,7 +1,7 @@
 """Repeated actions: the same call in different clothes is still the same call.
 
 A model stuck in a loop often varies only what does not matter: a fresh timestamp, a new
-request id, a nonce. Seed 004: compare *normalised* arguments, or every call looks new.
+request id, a nonce. So compare *normalised* arguments, or every call looks new.
 Volatile keys are dropped and values that look like timestamps or random ids are replaced
 by a placeholder before the call's signature is taken.
 """

@@ -1,4 +1,4 @@
-"""The task as structured state (seed 004): what the loop knows, persisted in the store.
+"""The task as structured state: what the loop knows, persisted in the store.
 
 The context the model sees is a projection of this state, rebuilt every step; the state
 itself is the record of truth: task id, phase, plan version, cursor, required fields,

@@ -1,6 +1,6 @@
 """What every step shares after the proposal: refusal, handover, final answer, tool call.
 
-The order is seed 004's: validate before anything runs (schema, phase, dependencies) →
+The order puts validation first: validate before anything runs (schema, phase, dependencies) →
 final answer? (a code predicate decides) → repeated action? → execute → observe. Each
 function ends the step through ``Run.close_step``.
 """

@@ -1,6 +1,6 @@
 """Validation before anything runs: output layer (schema) and semantic layer (phase, dependencies).
 
-Seed 004's guard table: the output layer checks the proposed action against the tool's
+Two guards: the output layer checks the proposed action against the tool's
 JSON schema (types, enums, ranges, nested objects, arrays); the semantic layer checks the
 action against the task state (does the phase allow it, did the answers it depends on
 say something). Every failure is a sentence the model reads next step, never an exception.
@@ -117,7 +117,7 @@ class Validator:
 
     @staticmethod
     def dependency_errors(tool: Tool, latest: Mapping[str, Mapping[str, Any]]) -> list[str]:
-        """The semantic guard of seed 004: an empty answer never licenses the next action."""
+        """The semantic guard: an empty answer never licenses the next action."""
         errors: list[str] = []
         for dependency in tool.depends_on:
             seen = latest.get(dependency)

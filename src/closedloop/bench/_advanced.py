@@ -1,4 +1,4 @@
-"""The advanced-control benchmark (issue 11): every part beside plain closedloop.
+"""The advanced-control benchmark: every part beside plain closedloop.
 
 ``run_advanced_bench(AdvancedConfig(...))``:
 

@@ -1,4 +1,4 @@
-"""The advanced-control variants as faults-benchmark strategies (issue 11).
+"""The advanced-control variants as faults-benchmark strategies.
 
 Each wraps closedloop's own loop (``ClosedLoopAgent`` with the ReAct planner, ADRC on)
 and changes one thing: the gains (a table or a predictor picks them), a pre-warmed f_est

@@ -1,6 +1,6 @@
 """The two plain loops: open loop, and the same loop with fixed retries (tenacity).
 
-Both keep the whole history as chat messages (seed 004's first version: every
+Both keep the whole history as chat messages (the usual first version: every
 observation appended, nothing projected) and run a tool's exception as text the model
 reads next, as a user's ``try/except`` around the call would.
 """

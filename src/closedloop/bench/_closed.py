@@ -3,7 +3,7 @@
 Two planners. ``react``: the model proposes every step (as in the baselines), so with
 the same model the difference is the control alone. ``reference``: the domain's reference
 agent (``closedloop.reference.weather`` and the others: rules propose, the model is
-asked only past their gate; seed 001), as closedloop is meant to be used; the test model
+asked only past their gate), as closedloop is meant to be used; the test model
 cannot answer the rules' questions, so with it the rules run alone. ``auto`` takes
 ``reference`` for real models and ``react`` for the test model.
 

@@ -1,4 +1,4 @@
-"""``closedloop demo``: the world under seed 000's faults, the embedded model, about twenty
+"""``closedloop demo``: the world under the seed000 faults, the embedded model, about twenty
 tasks run open loop and closed loop, a comparison table, and the run's files.
 
 Writes ``<out>/<id>/report.json`` (every episode and the summaries), ``trace.jsonl`` (every

@@ -1,5 +1,5 @@
 """``closedloop bench faults``: run the episodes, summarise the cells, check the targets
-and the seeds' claims, and write ``report.json`` and ``curves.png``."""
+and the published claims, and write ``report.json`` and ``curves.png``."""
 
 from __future__ import annotations
 
@@ -113,14 +113,14 @@ def _pct(x: float) -> str:
 def check_claims(
     rows: Sequence[EpisodeResult], cells: Sequence[CellSummary], profile: str = "seed000"
 ) -> list[ClaimCheck]:
-    """The seeds' numbers next to this run's, with a verdict each (where measurable)."""
+    """The published numbers next to this run's, with a verdict each (where measurable)."""
     out: list[ClaimCheck] = []
     open7 = _cell(cells, profile, "open_loop", 7)
     if open7 is not None:
         below = open7.ci_high < 0.60
         out.append(
             ClaimCheck(
-                claim="uncontrolled agents fall below 60 % success by step 7 (seed 000 §2.1)",
+                claim="uncontrolled agents fall below 60 % success by step 7 (PID/ADRC article)",
                 seed_value="< 60 %",
                 measured=f"open loop at 7 steps: {_pct(open7.success)} "
                 f"[{_pct(open7.ci_low)}, {_pct(open7.ci_high)}], n={open7.episodes}",
@@ -135,7 +135,7 @@ def check_claims(
         before, after = 1 - one_open.success, 1 - one_pid.success
         out.append(
             ClaimCheck(
-                claim="PID on a single tool call: failure 12.7 % -> 3.2 % (seed 000 §2.2)",
+                claim="PID on a single tool call: failure 12.7 % -> 3.2 % (PID/ADRC article)",
                 seed_value="12.7 % -> 3.2 %",
                 measured=f"1-step tasks: open loop {_pct(before)} -> PID {_pct(after)}",
                 verdict=_reduction(before, after),
@@ -149,7 +149,7 @@ def check_claims(
         b = rate(sum(r.success for r in adrc), len(adrc)).value
         out.append(
             ClaimCheck(
-                claim="ADRC on multi-step tasks: success 61.3 % -> 89.7 % (seed 000 §2.3)",
+                claim="ADRC on multi-step tasks: success 61.3 % -> 89.7 % (PID/ADRC article)",
                 seed_value="61.3 % -> 89.7 %",
                 measured=f"tasks of 5-10 steps: open loop {_pct(a)} -> PID+ADRC {_pct(b)}",
                 verdict=_reduction(1 - a, 1 - b),
@@ -163,7 +163,7 @@ def check_claims(
         verdict = "confirmed" if share >= 0.7 else ("qualified" if share >= 0.3 else "refuted")
         out.append(
             ClaimCheck(
-                claim="the ESO flags 83 % of failures ahead (seed 000 §2.3)",
+                claim="the ESO flags 83 % of failures ahead (PID/ADRC article)",
                 seed_value="83 %",
                 measured=f"{warned}/{len(failures)} PID+ADRC failures ({_pct(share)}) had left "
                 "the normal protocol before their last step",

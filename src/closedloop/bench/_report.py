@@ -1,5 +1,5 @@
 """The faults benchmark's report: per-episode rows, per-cell summaries, targets and the
-seeds' claims, as JSON (pydantic), a rich table and a PNG of the success curves."""
+published claims, as JSON (pydantic), a rich table and a PNG of the success curves."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class TargetCheck(_Frozen):
 
 
 class ClaimCheck(_Frozen):
-    """A seed's claim next to what this run measured."""
+    """A published claim next to what this run measured."""
 
     claim: str
     seed_value: str
@@ -246,7 +246,7 @@ def render_faults(report: FaultsReport, console: Console) -> None:
             table.add_row(t.target, measured, f"{t.threshold:.3f}", met)
         console.print(table)
     if report.claims:
-        table = Table(title="the seeds' claims")
+        table = Table(title="the published claims")
         for col in ("claim", "seed", "measured", "verdict"):
             table.add_column(col)
         for claim in report.claims:

@@ -3,7 +3,7 @@
 Every strategy gets the same task, the same tool functions (one ``WorldTools`` per
 episode), the same model and the same limits; only the control differs:
 
-* ``open_loop``: a plain while loop (seed 004's first version): the model proposes, code
+* ``open_loop``: a plain while loop (the usual first version): the model proposes, code
   executes, the answer goes back as text; no validation beyond parsing, no retries.
 * ``fixed_retries``: the same loop with tenacity around every model and tool call:
   3 attempts, exponential backoff, on exceptions and HTTP-level failures.

@@ -27,7 +27,7 @@ def _group() -> None:
 @app.command("refine")
 def refine(
     tasks: Annotated[
-        str, typer.Option(help="Task set: seed (seed 003's four) or humaneval.")
+        str, typer.Option(help="Task set: seed (the four refinement tasks) or humaneval.")
     ] = "seed",
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     strategies: Annotated[

@@ -176,7 +176,7 @@ def show(
         _out().print(table)
     else:
         _out().print(Text("no steps recorded", style="dim"))
-    if records:  # the control terms in plain words, each with its figure (seed 000 §5.4)
+    if records:  # the control terms in plain words, each with its figure
         view = plain_view(records)
         _out().print(Text(f"In plain words — risk {view.risk}/100 ({view.risk_label}):"))
         for line in view.lines:

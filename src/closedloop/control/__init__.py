@@ -39,7 +39,7 @@ from ._schedules import (
     schedule_timeout_ms,
 )
 
-# --- adaptive gains (helper: advanced control, issue 11) ---
+# --- adaptive gains: gain scheduling by task family ---
 # isort: split
 from ._gains import (
     DEFAULT_GAIN_KEY,

@@ -1,4 +1,4 @@
-"""Per-domain gains (seed 000 §6, "adaptive parameters").
+"""Per-domain gains: gain scheduling by task family (Åström & Hägglund, *Advanced PID Control*).
 
 A :class:`GainTable` maps a task family (a domain key) to a :class:`Gains` row: the
 PID's ``kp``/``ki``/``kd`` and the regression ESO's bandwidth (its window and the samples

@@ -14,7 +14,7 @@ import math
 
 from .._exceptions import ConfigurationError
 from .._validation import require_finite, require_positive
-from ._pid import _DERIVATIVE_ON, _bounds, _choice, _clamp, _gains
+from ._pid import _DERIVATIVE_ON, _choice, _clamp, _Tunable
 
 __all__ = ["IncrementalPID"]
 
@@ -22,7 +22,7 @@ _INF = math.inf
 _isfinite = math.isfinite
 
 
-class IncrementalPID:
+class IncrementalPID(_Tunable):
     """A PID in velocity form: ``u_k = clip(u_{k−1} + Δu_k)``.
 
     Call it with each new measurement: ``u = pid(y, dt=h)``; ``dt`` may be left out when a
@@ -43,17 +43,11 @@ class IncrementalPID:
         "_d_on_meas",
         "_default_dt",
         "_delta",
-        "_kd",
-        "_ki",
-        "_kp",
         "_last_error",
         "_last_input",
-        "_lower",
         "_output",
         "_p",
-        "_setpoint",
         "_starting_output",
-        "_upper",
     )
     # The state that changes on every update; declared here because reset() sets it.
     _p: float
@@ -75,9 +69,7 @@ class IncrementalPID:
         derivative_on: str = "measurement",
         starting_output: float = 0.0,
     ) -> None:
-        self._kp, self._ki, self._kd = _gains((kp, ki, kd))
-        self._setpoint = require_finite("setpoint", setpoint)
-        self._lower, self._upper = _bounds(output_limits)
+        self._init_tunable((kp, ki, kd), setpoint, output_limits)
         self._default_dt = None if dt is None else require_positive("dt", dt)
         self._d_on_meas = _choice("derivative_on", derivative_on, _DERIVATIVE_ON) == 0
         self._starting_output = require_finite("starting_output", starting_output)
@@ -142,35 +134,7 @@ class IncrementalPID:
         """The current output (``starting_output`` before the first update)."""
         return self._output
 
-    @property
-    def setpoint(self) -> float:
-        """The target value."""
-        return self._setpoint
-
-    @setpoint.setter
-    def setpoint(self, value: float) -> None:
-        self._setpoint = require_finite("setpoint", value)
-
-    @property
-    def tunings(self) -> tuple[float, float, float]:
-        """The gains ``(kp, ki, kd)``; setting them validates all three first."""
-        return self._kp, self._ki, self._kd
-
-    @tunings.setter
-    def tunings(self, value: tuple[float, float, float]) -> None:
-        self._kp, self._ki, self._kd = _gains(value)
-
-    @property
-    def output_limits(self) -> tuple[float | None, float | None]:
-        """``(lower, upper)``; ``None`` means unbounded on that side."""
-        return (
-            None if self._lower == -_INF else self._lower,
-            None if self._upper == _INF else self._upper,
-        )
-
-    @output_limits.setter
-    def output_limits(self, limits: tuple[float | None, float | None]) -> None:
-        self._lower, self._upper = _bounds(limits)
+    def _limits_changed(self) -> None:
         self._output = _clamp(self._output, self._lower, self._upper)
 
     def __repr__(self) -> str:

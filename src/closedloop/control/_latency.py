@@ -1,4 +1,4 @@
-"""Latency tracking and the dynamic timeout of seed 001 §5.4 ("predictive fallback")."""
+"""Latency tracking and a timeout from the recent latency percentiles ("predictive fallback")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A Lyapunov-style monitor for iterative refinement: when to stop (seed 003 §4).
+"""A Lyapunov-style monitor for iterative refinement: when to stop (Lyapunov's direct method).
 
 Each round's score gives ``V = ½·(target − score)²``, the "dissatisfaction"; ``ΔV < 0``
 means the loop is improving. Rather than "stop after N rounds without improvement",

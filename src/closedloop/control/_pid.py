@@ -70,7 +70,61 @@ def _clamp(value: float, lower: float, upper: float) -> float:
     return value
 
 
-class PID:
+class _Tunable:
+    """What both forms of PID share: gains, setpoint and output limits, checked when set.
+
+    A subclass sets them once through :meth:`_init_tunable` and reacts to new limits in
+    :meth:`_limits_changed` (whatever state it clips to them).
+    """
+
+    __slots__ = ("_kd", "_ki", "_kp", "_lower", "_setpoint", "_upper")
+
+    def _init_tunable(
+        self,
+        tunings: tuple[float, float, float],
+        setpoint: float,
+        output_limits: tuple[float | None, float | None],
+    ) -> None:
+        self._kp, self._ki, self._kd = _gains(tunings)
+        self._setpoint = require_finite("setpoint", setpoint)
+        self._lower, self._upper = _bounds(output_limits)
+
+    def _limits_changed(self) -> None:
+        """Clip the state that must stay inside the new output limits."""
+
+    @property
+    def setpoint(self) -> float:
+        """The target value."""
+        return self._setpoint
+
+    @setpoint.setter
+    def setpoint(self, value: float) -> None:
+        self._setpoint = require_finite("setpoint", value)
+
+    @property
+    def tunings(self) -> tuple[float, float, float]:
+        """The gains ``(kp, ki, kd)``; setting them validates all three first."""
+        return self._kp, self._ki, self._kd
+
+    @tunings.setter
+    def tunings(self, value: tuple[float, float, float]) -> None:
+        self._kp, self._ki, self._kd = _gains(value)
+
+    @property
+    def output_limits(self) -> tuple[float | None, float | None]:
+        """``(lower, upper)``; ``None`` means unbounded on that side."""
+        return (
+            None if self._lower == -_INF else self._lower,
+            None if self._upper == _INF else self._upper,
+        )
+
+    @output_limits.setter
+    def output_limits(self, limits: tuple[float | None, float | None]) -> None:
+        self._lower, self._upper = _bounds(limits)
+        self._limits_changed()
+
+
+class PID(_Tunable):
     """A positional PID controller: ``u = P + I + D``, clipped to ``output_limits``.
 
     Call it with each new measurement: ``u = pid(y, dt=h)``. Without ``dt`` the time
@@ -105,21 +159,15 @@ class PID:
         "_d_on_meas",
         "_i",
         "_kb",
-        "_kd",
-        "_ki",
-        "_kp",
         "_last_error",
         "_last_input",
         "_last_output",
         "_last_time",
-        "_lower",
         "_p",
         "_p_on_meas",
         "_sample_time",
-        "_setpoint",
         "_starting_output",
         "_time_fn",
-        "_upper",
     )
     # The state that changes on every update; declared here because reset() sets it.
     _p: float
@@ -146,9 +194,7 @@ class PID:
         time_fn: Callable[[], float] | None = None,
         starting_output: float = 0.0,
     ) -> None:
-        self._kp, self._ki, self._kd = _gains((kp, ki, kd))
-        self._setpoint = require_finite("setpoint", setpoint)
-        self._lower, self._upper = _bounds(output_limits)
+        self._init_tunable((kp, ki, kd), setpoint, output_limits)
         self._aw = _choice("anti_windup", anti_windup, _ANTI_WINDUP)
         self._kb = require_non_negative("kb", kb)
         self._d_on_meas = _choice("derivative_on", derivative_on, _DERIVATIVE_ON) == 0
@@ -266,35 +312,7 @@ class PID:
         """The P, I and D terms of the last update (the output is their clipped sum)."""
         return self._p, self._i, self._d
 
-    @property
-    def setpoint(self) -> float:
-        """The target value."""
-        return self._setpoint
-
-    @setpoint.setter
-    def setpoint(self, value: float) -> None:
-        self._setpoint = require_finite("setpoint", value)
-
-    @property
-    def tunings(self) -> tuple[float, float, float]:
-        """The gains ``(kp, ki, kd)``; setting them validates all three first."""
-        return self._kp, self._ki, self._kd
-
-    @tunings.setter
-    def tunings(self, value: tuple[float, float, float]) -> None:
-        self._kp, self._ki, self._kd = _gains(value)
-
-    @property
-    def output_limits(self) -> tuple[float | None, float | None]:
-        """``(lower, upper)``; ``None`` means unbounded on that side."""
-        return (
-            None if self._lower == -_INF else self._lower,
-            None if self._upper == _INF else self._upper,
-        )
-
-    @output_limits.setter
-    def output_limits(self, limits: tuple[float | None, float | None]) -> None:
-        self._lower, self._upper = _bounds(limits)
+    def _limits_changed(self) -> None:
         if self._aw == _CLAMP:
             self._i = _clamp(self._i, self._lower, self._upper)
         if self._last_output is not None:

@@ -1,4 +1,4 @@
-"""From a disturbance estimate to a defence protocol (seed 000 §4.3).
+"""From a disturbance estimate to a defence protocol: a graded reaction to ADRC's ``f_est``.
 
 Four levels, each a stronger reaction to a larger estimated total disturbance ``f_est``:
 ``normal``; ``dual_verification`` (check key steps twice); ``dimension_reduction``

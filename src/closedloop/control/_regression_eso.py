@@ -1,4 +1,4 @@
-"""The agent-level disturbance estimator of seed 000 §4.2: regression over a sliding window.
+"""An extended state observer for agents (ADRC, Han 2009), fitted over a sliding window.
 
 An agent has no differential equation to observe, so the "extended state" is learned
 from data instead: over the last ``window`` tasks (or steps) fit observed quality ``q``

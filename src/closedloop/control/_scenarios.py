@@ -7,6 +7,7 @@ control`` prints and plots them; the tests pin their bands.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -121,7 +122,7 @@ def _ladrc_loop(ladrc: LADRC) -> Callable[[float, float], float]:
 
 
 def reference_scenarios() -> list[Scenario]:
-    """The scenarios of issue 2: PID anti-windup on FOPDT, LADRC on first and second order."""
+    """The reference scenarios: PID anti-windup on FOPDT, LADRC on first and second order."""
     out: list[Scenario] = []
     fopdt_h = 0.01
     for mode in ("none", "clamp", "conditional", "back_calculation"):
@@ -155,29 +156,20 @@ def reference_scenarios() -> list[Scenario]:
         pid = PID(3.0, 4.0, 0.0, setpoint=1.0, derivative_on="measurement")
         return _pid_loop(pid, h), FirstOrderPlant(1.0, 1.0, h=h)
 
-    out.append(
-        Scenario(
-            name="ladrc-1st",
-            controller="LADRC order 1, b0=1, ωc=4, ωo=40",
-            plant="first order K=T=1, d=−0.5 at 3 s",
-            make=make_ladrc1,
-            h=h,
-            t_end=5.0,
-            disturbance_at=3.0,
-            disturbance=-0.5,
-        )
+    # LADRC and a PID of the same bandwidth face the same plant and load step.
+    load_step = functools.partial(
+        Scenario,
+        plant="first order K=T=1, d=−0.5 at 3 s",
+        h=h,
+        t_end=5.0,
+        disturbance_at=3.0,
+        disturbance=-0.5,
     )
     out.append(
-        Scenario(
-            name="pid-1st",
-            controller="PID kp=3 ki=4 (same bandwidth)",
-            plant="first order K=T=1, d=−0.5 at 3 s",
-            make=make_pid1,
-            h=h,
-            t_end=5.0,
-            disturbance_at=3.0,
-            disturbance=-0.5,
-        )
+        load_step(name="ladrc-1st", controller="LADRC order 1, b0=1, ωc=4, ωo=40", make=make_ladrc1)
+    )
+    out.append(
+        load_step(name="pid-1st", controller="PID kp=3 ki=4 (same bandwidth)", make=make_pid1)
     )
     out.append(
         Scenario(

@@ -1,7 +1,7 @@
 """Schedules: from a control signal ``u ∈ [0, 1]`` to actuator settings.
 
-A schedule is a small frozen object, called as ``schedule(u)``. Two kinds cover the
-seeds: :class:`ScheduleLevels` (a step function over named levels) and
+A schedule is a small frozen object, called as ``schedule(u)``. Two kinds cover every
+actuator: :class:`ScheduleLevels` (a step function over named levels) and
 :class:`ScheduleLinear` (``offset + slope·u``). :class:`ActuatorSchedule` combines one
 schedule per actuator into a single :class:`ActuatorSettings` record for the step.
 
@@ -46,7 +46,7 @@ def _clip_u(u: float) -> float:
 
 
 class FeedbackIntensity(StrEnum):
-    """How hard the next round's feedback pushes (seed 003): fix, restructure, replace."""
+    """How hard the next refinement round's feedback pushes: fix, restructure, replace."""
 
     LIGHT = "light"
     MEDIUM = "medium"
@@ -54,7 +54,7 @@ class FeedbackIntensity(StrEnum):
 
 
 class Strictness(StrEnum):
-    """Output schema strictness (seed 000): loose parsing or strict, schema-constrained."""
+    """Output schema strictness: loose parsing or strict, schema-constrained decoding."""
 
     LOOSE = "loose"
     STRICT = "strict"
@@ -64,9 +64,9 @@ class Strictness(StrEnum):
 class ScheduleLevels(Generic[T]):
     """A step function: ``levels[i]`` for ``thresholds[i−1] ≤ u < thresholds[i]``.
 
-    A value exactly on a threshold takes the upper level, as in seed 003's
-    ``u < 0.3 → light``. Thresholds are strictly increasing and inside ``[0, 1]``; there is
-    one level more than thresholds.
+    A value exactly on a threshold takes the upper level, as in the feedback-intensity
+    schedule's ``u < 0.3 → light``. Thresholds are strictly increasing and inside
+    ``[0, 1]``; there is one level more than thresholds.
     """
 
     levels: tuple[T, ...]
@@ -126,12 +126,12 @@ def schedule_linear(offset: float = 100.0, slope: float = 500.0) -> ScheduleLine
 def schedule_feedback_intensity(
     thresholds: tuple[float, float] = (0.3, 0.6),
 ) -> ScheduleLevels[FeedbackIntensity]:
-    """light below 0.3, medium below 0.6, heavy from 0.6 (seed 003)."""
+    """light below 0.3, medium below 0.6, heavy from 0.6."""
     return ScheduleLevels(tuple(FeedbackIntensity), tuple(thresholds))
 
 
 def schedule_strictness(threshold: float = 0.7) -> ScheduleLevels[Strictness]:
-    """loose below 0.7, strict from 0.7 (seed 000)."""
+    """loose below 0.7, strict from 0.7."""
     return ScheduleLevels(tuple(Strictness), (threshold,))
 
 
@@ -143,7 +143,7 @@ def schedule_retry_delay_ms(offset: float = 100.0, slope: float = 500.0) -> Sche
 def schedule_timeout_ms(
     retry_delay: ScheduleLinear | None = None, factor: float = 2.0
 ) -> ScheduleLinear:
-    """Timeout as ``factor`` times the retry delay (seed 000: twice), ``200 + 1000·u`` ms."""
+    """Timeout as ``factor`` times the retry delay (by default twice), ``200 + 1000·u`` ms."""
     base = schedule_retry_delay_ms() if retry_delay is None else retry_delay
     return base * factor
 
@@ -151,7 +151,7 @@ def schedule_timeout_ms(
 def schedule_max_retries(
     threshold: float = 0.5, below: int = 0, above: int = 1
 ) -> ScheduleLevels[int]:
-    """Extra attempts: ``below`` under ``threshold``, ``above`` from it (seed 000: 0, then 1)."""
+    """Extra attempts: ``below`` under ``threshold``, ``above`` from it (by default 0, then 1)."""
     return ScheduleLevels((below, above), (threshold,))
 
 

@@ -9,23 +9,13 @@ from __future__ import annotations
 
 from types import FunctionType
 
-from ._controller import (
-    Decision,
-    DecisionContext,
-    DecisionLog,
-    HybridController,
-    ModelPolicy,
-    SourceState,
-    StateVector,
-    Threshold,
-)
+from ._context import DecisionContext, Proposal, SourceState, StateVector, Trigger
+from ._controller import Decision, DecisionLog, HybridController, ModelPolicy, Threshold
 from ._rules import (
     OUT_OF_TOLERANCE,
-    Proposal,
     Rule,
     RuleFn,
     RuleRegistry,
-    Trigger,
     cause_key,
     default_causes,
     default_rules,

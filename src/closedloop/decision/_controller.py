@@ -1,9 +1,10 @@
 """The hybrid controller: maintain inside the tolerance, rules for known causes, model last.
 
-Seed 001 §3.2: aggregate the latest observations into a state vector, compute a weighted
-error, and route. Inside the tolerance nothing is done. Outside it, registered rules for
-the causes at hand propose moves; the best proposal wins unless its confidence is below
-the gate, and only then is the model (an injected async callable) asked.
+Rules first, the model past a gate: aggregate the latest observations into a state
+vector, compute a weighted error, and route. Inside the tolerance nothing is done. Outside
+it, registered rules for the causes at hand propose moves; the best proposal wins unless
+its confidence is below the gate, and only then is the model (an injected async callable)
+asked.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
@@ -25,81 +25,29 @@ from .._validation import (
     require_unit_interval,
 )
 from ..perception import Observation, ObservationStatus
-from ._rules import OUT_OF_TOLERANCE, Proposal, RuleRegistry, Trigger, default_causes
+from ._context import DecisionContext, Proposal, SourceState, StateVector, Trigger
+from ._rules import OUT_OF_TOLERANCE, RuleRegistry, default_causes
 
 __all__ = [
     "Decision",
-    "DecisionContext",
     "DecisionLog",
     "HybridController",
     "ModelPolicy",
-    "SourceState",
-    "StateVector",
     "Threshold",
 ]
 
-ModelPolicy: TypeAlias = Callable[["DecisionContext"], Awaitable[Proposal]]
+ModelPolicy: TypeAlias = Callable[[DecisionContext], Awaitable[Proposal]]
 """The model's turn: reads the context (rule proposals included), returns a proposal."""
 
-Threshold: TypeAlias = float | Callable[["DecisionContext"], float]
+Threshold: TypeAlias = float | Callable[[DecisionContext], float]
 """A fixed number, or a function of the context (e.g. ``max(50, 0.1 * budget)``)."""
 
-ErrorFn: TypeAlias = Callable[["StateVector", Mapping[str, Any]], float]
+ErrorFn: TypeAlias = Callable[[StateVector, Mapping[str, Any]], float]
 Classifier: TypeAlias = Callable[[Observation], Iterable[str]]
 
 # Actions the controller itself may return (the rest come from rules and the model).
 MAINTAIN = "maintain"
 ESCALATE = "escalate"
-
-
-@dataclass(frozen=True, slots=True)
-class SourceState:
-    """One source's entry in the state vector."""
-
-    source: str
-    confidence: float
-    status: ObservationStatus
-    age_s: float
-    weight: float
-    retry_after_s: float | None = None
-    error: str | None = None
-    causes: tuple[str, ...] = ()
-
-    @property
-    def error_share(self) -> float:
-        """How much this source adds to the unnormalised error: ``weight * (1 - c)``."""
-        return self.weight * (1.0 - self.confidence)
-
-
-@dataclass(frozen=True, slots=True)
-class StateVector:
-    """The latest observation of every source, reduced to numbers the controller uses."""
-
-    sources: Mapping[str, SourceState]
-    now: float
-
-    def weighted_confidence(self) -> float:
-        """Σ wᵢcᵢ / Σ wᵢ; 0 with no weighted source (nothing known is nothing trusted)."""
-        total = sum(s.weight for s in self.sources.values())
-        if total <= 0.0:
-            return 0.0
-        return sum(s.weight * s.confidence for s in self.sources.values()) / total
-
-    def confidence_error(self) -> float:
-        """``1 - weighted confidence``, in [0, 1]."""
-        return min(1.0, max(0.0, 1.0 - self.weighted_confidence()))
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionContext:
-    """What rules, thresholds and the model see for one decision."""
-
-    state: StateVector
-    observations: Mapping[str, Observation]
-    context: Mapping[str, Any]
-    error: float
-    tolerance: float
-    proposals: tuple[tuple[str, Proposal], ...] = ()
 
 
 class Decision(BaseModel):

@@ -8,26 +8,19 @@ controller looks the causes up in the registry, so it holds no if-else chain on 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from enum import Enum
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
-from .._validation import require_unit_interval
 from ..perception import Observation, ObservationStatus
-
-if TYPE_CHECKING:
-    from ._controller import DecisionContext, SourceState
+from ._context import DecisionContext, Proposal, Trigger
 
 __all__ = [
     "OUT_OF_TOLERANCE",
-    "Proposal",
     "Rule",
     "RuleFn",
     "RuleRegistry",
-    "Trigger",
     "cause_key",
     "default_causes",
     "default_rules",
@@ -39,31 +32,7 @@ OUT_OF_TOLERANCE = "out_of_tolerance"
 _HTTP_CODE = re.compile(r"\b([45]\d\d)\b")
 
 
-@dataclass(frozen=True, slots=True)
-class Proposal:
-    """A suggested move: the action, how sure its author is, why, and its parameters."""
-
-    action: str
-    confidence: float
-    reason: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.action, str) or not self.action:
-            raise ConfigurationError("action", self.action, "must be a non-empty string")
-        require_unit_interval("confidence", self.confidence)
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-
-
-@dataclass(frozen=True, slots=True)
-class Trigger:
-    """Why a rule is consulted: the cause key and the source it came from (if any)."""
-
-    cause: str
-    source: SourceState | None = None
-
-
-RuleFn = Callable[["DecisionContext", Trigger], Proposal | None]
+RuleFn = Callable[[DecisionContext, Trigger], Proposal | None]
 """A rule body: ``None`` when it does not apply to this context."""
 
 
@@ -147,7 +116,7 @@ class RuleRegistry:
         return len(self._rules)
 
 
-# --- the built-in rules (seed 001 §3.2) -------------------------------------------------
+# --- the built-in rules: one per known cause of a deviation ------------------------------
 
 
 def _switch_source(ctx: DecisionContext, trigger: Trigger) -> Proposal | None:
@@ -244,7 +213,7 @@ def _stale(ctx: DecisionContext, trigger: Trigger) -> Proposal | None:
 
 
 def default_rules() -> RuleRegistry:
-    """A registry with the seed's known causes.
+    """A registry with a rule for each common cause of a deviation.
 
     503/5xx or ``error`` → switch source (retry later when none is healthy);
     ``rate_limited`` → back off, honouring Retry-After; ``empty`` → widen the query, then

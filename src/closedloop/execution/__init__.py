@@ -16,13 +16,13 @@ from ._action import (
     Compensation,
     Condition,
     Confirmation,
-    EffectClass,
     Reconciler,
     Reconciliation,
 )
 from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, normalise
+from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._executor import Executor, execute, execute_sync
-from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus, RecordStore
+from ._ledger import CompensationResult, EffectLedger, RecordStore
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
 from ._retry import (
     PROGRAMMING_ERRORS,

@@ -7,8 +7,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from .._exceptions import (
     ActionTimeoutError,
@@ -17,10 +16,8 @@ from .._exceptions import (
     PreconditionFailedError,
 )
 from .._validation import require_positive
+from ._effect import EffectClass, EffectRecord
 from ._retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from ._ledger import EffectRecord
 
 __all__ = [
     "AtomicAction",
@@ -28,7 +25,6 @@ __all__ = [
     "Compensation",
     "Condition",
     "Confirmation",
-    "EffectClass",
     "Reconciler",
     "Reconciliation",
 ]
@@ -42,20 +38,6 @@ CheckFn: TypeAlias = Callable[
 
 Compensation: TypeAlias = Callable[[Mapping[str, Any], Any], Any]
 """Undoes an effect; receives the arguments and the result. May be async."""
-
-
-class EffectClass(StrEnum):
-    """What running an action twice does to the world (seed 004's side-effect table)."""
-
-    RECOMPUTABLE = "recomputable"  # no lasting effect: classify, summarise, draft
-    OVERWRITABLE = "overwritable"  # writes the same value again: set a field, upsert
-    ONCE = "once"  # must happen at most once: send a notification
-    IRREVERSIBLE = "irreversible"  # cannot be undone by rerunning: pay, delete
-
-    @property
-    def needs_ledger(self) -> bool:
-        """Only effects whose repetition is harmless may be retried without the ledger."""
-        return self in (EffectClass.ONCE, EffectClass.IRREVERSIBLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +59,7 @@ class Reconciliation:
 
 
 Reconciler: TypeAlias = Callable[
-    [Mapping[str, Any], "EffectRecord"], Reconciliation | Awaitable[Reconciliation]
+    [Mapping[str, Any], EffectRecord], Reconciliation | Awaitable[Reconciliation]
 ]
 """Asks the outside world whether a pending effect happened; receives the stored arguments
 and the ledger record (whose ``key`` is the idempotency key)."""
@@ -160,7 +142,7 @@ async def call_maybe_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AtomicAction:
-    """One operation on the world, with its contract (seed 001 §3.3).
+    """One operation on the world, with its contract: checks, timeout, retries, compensation.
 
     ``fn`` is called as ``fn(**args)``; it may be sync (run in a worker thread so a timeout
     can stop waiting for it) or async (cancelled on timeout). ``preconditions`` are checked

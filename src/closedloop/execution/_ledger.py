@@ -1,6 +1,6 @@
 """The effect ledger: which effects of a task reached the world, kept in the state store.
 
-Seed 004: retrying a classification costs tokens, retrying a payment is an incident. Every
+Retrying a classification costs tokens; retrying a payment is an incident. Every
 ``once``/``irreversible`` effect is claimed in the store (``pending``) before it runs and
 marked ``committed`` with its result after, so a replay returns the recorded result instead
 of acting again. A crash between the call and the commit leaves ``pending``: the effect may
@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import (
     ConfigurationError,
@@ -22,14 +19,15 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
-from ._action import AtomicAction, EffectClass, Reconciliation, call_maybe_async
+from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
+from ._effect import EffectRecord, EffectStatus
 from ._retry import PROGRAMMING_ERRORS
 
 __all__ = [
     "CompensationResult",
     "EffectLedger",
-    "EffectRecord",
+    "EffectRecord",  # defined in _effect; re-exported for the ledger's callers
     "EffectStatus",
     "RecordStore",
 ]
@@ -63,37 +61,6 @@ class RecordStore(Protocol):
     ) -> StoredRecord: ...
 
     async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
-
-
-class EffectStatus(StrEnum):
-    """Where one effect stands."""
-
-    PENDING = "pending"  # claimed; the call may or may not have reached the world
-    COMMITTED = "committed"  # happened; the result is recorded
-    FAILED = "failed"  # did not happen; may be tried again
-    COMPENSATED = "compensated"  # happened and was undone
-    COMPENSATION_FAILED = "compensation_failed"  # happened; undoing it failed (retryable)
-
-
-class EffectRecord(BaseModel):
-    """One ledger entry, as stored (JSON) in the state store's ``ledger`` namespace."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key: str
-    task_id: str
-    step: int
-    action: str
-    effect: EffectClass
-    status: EffectStatus
-    args: dict[str, Any]
-    result: Any = None
-    error: str | None = None
-    attempts: int = 0
-    seq: int | None = None
-    compensation: str | None = None
-    note: str | None = None
-    version: int = Field(default=0, exclude=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +139,29 @@ class EffectLedger:
 
     # --- writes ----------------------------------------------------------------------------
 
+    def _new_record(
+        self,
+        key: str,
+        task_id: str,
+        step: int,
+        action: AtomicAction,
+        args: Mapping[str, Any],
+        status: EffectStatus,
+        **fields: Any,
+    ) -> EffectRecord:
+        """A fresh entry for ``action`` run with ``args``; ``fields`` fill in the rest."""
+        return EffectRecord(
+            key=key,
+            task_id=task_id,
+            step=step,
+            action=action.name,
+            effect=action.effect,
+            status=status,
+            args=self._stored_args(args),
+            compensation=action.compensation_name,
+            **fields,
+        )
+
     async def claim(
         self,
         *,
@@ -190,16 +180,8 @@ class EffectLedger:
         """
         if previous is not None and previous.status is not EffectStatus.FAILED:
             raise LedgerError(f"effect {key!r} is {previous.status}; only failed ones re-run")
-        record = EffectRecord(
-            key=key,
-            task_id=task_id,
-            step=step,
-            action=action.name,
-            effect=action.effect,
-            status=EffectStatus.PENDING,
-            args=self._stored_args(args),
-            attempts=attempts,
-            compensation=action.compensation_name,
+        record = self._new_record(
+            key, task_id, step, action, args, EffectStatus.PENDING, attempts=attempts
         )
         expected = 0 if previous is None else previous.version
         return await self._write(record, expected)
@@ -273,18 +255,16 @@ class EffectLedger:
     ) -> EffectRecord:
         """Record a repeatable effect that already ran, so a saga can compensate it."""
         stored_result, unstorable = self._stored_result(result)
-        record = EffectRecord(
-            key=key,
-            task_id=task_id,
-            step=step,
-            action=action.name,
-            effect=action.effect,
-            status=EffectStatus.COMMITTED,
-            args=self._stored_args(args),
+        record = self._new_record(
+            key,
+            task_id,
+            step,
+            action,
+            args,
+            EffectStatus.COMMITTED,
             result=stored_result,
             attempts=attempts,
             seq=await self._next_seq(task_id),
-            compensation=action.compensation_name,
             note=unstorable or None,
         )
         # Rerunning a repeatable effect overwrites its entry: it is the same effect again.

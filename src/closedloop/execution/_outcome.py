@@ -7,8 +7,8 @@ from enum import StrEnum
 from typing import Any
 
 from .._exceptions import LedgerError
-from ._action import EffectClass
 from ._canonical import JSON
+from ._effect import EffectClass
 
 __all__ = ["ActionOutcome", "ExecutionEvent", "OutcomeStatus"]
 

@@ -1,6 +1,6 @@
 """The feedback layer: session state with compare-and-set and TTLs, events, and healing.
 
-``feedback`` is the only place where state is stored (see ARCHITECTURE.md): every other
+``feedback`` is the only place where state is stored (see docs/architecture.md): every other
 part receives immutable :class:`Snapshot`s and hands back updates. Faults travel as typed
 events on an :class:`EventBus` whose registered strategies answer with
 :class:`HealingAction`s the loop applies. Tasks frozen for a person wait in the persisted

@@ -22,7 +22,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -439,19 +439,22 @@ class HandoverQueue:
         return exc
 
 
-def _status(value: HandoverStatus | str) -> HandoverStatus:
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _member(kind: type[_E], argument: str, value: _E | str) -> _E:
+    """``value`` as a member of the enum ``kind``; a clear error naming the choices if not."""
     try:
-        return HandoverStatus(value)
+        return kind(value)
     except ValueError:
         raise ConfigurationError(
-            "status", value, f"must be one of {[s.value for s in HandoverStatus]}"
+            argument, value, f"must be one of {[m.value for m in kind]}"
         ) from None
+
+
+def _status(value: HandoverStatus | str) -> HandoverStatus:
+    return _member(HandoverStatus, "status", value)
 
 
 def _decision(value: HandoverDecision | str) -> HandoverDecision:
-    try:
-        return HandoverDecision(value)
-    except ValueError:
-        raise ConfigurationError(
-            "decision", value, f"must be one of {[d.value for d in HandoverDecision]}"
-        ) from None
+    return _member(HandoverDecision, "decision", value)

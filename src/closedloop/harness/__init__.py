@@ -1,4 +1,4 @@
-"""closedloop.harness: refine generated code in a closed loop (seed 003).
+"""closedloop.harness: refine generated code in a closed loop (PID-driven refinement).
 
 A :class:`Refiner` runs generator → evaluator → feedback rounds on a :class:`Task`. The
 evaluator runs the task's checks on the code in a :class:`Sandbox` (a limited

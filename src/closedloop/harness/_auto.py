@@ -1,4 +1,4 @@
-"""Seed 003's chooser as a strategy, and strategies by name.
+"""The PID-or-self-refine chooser as a strategy, and strategies by name.
 
 :func:`auto` runs round 1, then picks self-refine or PID feedback from the first
 round's pass rate and failure pattern (:func:`~closedloop.harness.choose_strategy`).
@@ -74,7 +74,7 @@ class _AutoSession:
 
 
 def auto(pid: PIDFeedback | None = None, *, easy_above: float = 0.7) -> Auto:
-    """Seed 003's chooser as a strategy."""
+    """The PID-or-self-refine chooser as a strategy."""
     return Auto(PIDFeedback() if pid is None else pid, easy_above)
 
 

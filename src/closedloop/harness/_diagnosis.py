@@ -217,7 +217,7 @@ StrategyName = Literal["self_refine", "pid_feedback"]
 
 @dataclass(frozen=True, slots=True)
 class StrategyChoice:
-    """The chooser's decision and the seed-003 rule that made it."""
+    """The chooser's decision and the rule that made it."""
 
     strategy: StrategyName
     reason: str
@@ -230,11 +230,11 @@ def should_use_pid(
     *,
     easy_above: float = 0.7,
 ) -> StrategyChoice:
-    """Seed 003's ``should_use_harness_pid_mode`` as a decision with its reason.
+    """The rule for when PID feedback pays off, as a decision with its reason.
 
-    Above ``easy_above`` the task is easy and self-refine suffices (the seed's table says
-    "more than 70 %"; its code says ``>= 0.7``, which would send its own LRU example, 7/10,
-    away from the PID mode it recommends for it, so the comparison here is strict). One
+    Above ``easy_above`` the task is easy and self-refine suffices ("more than 70 %"
+    passing; a ``>= 0.7`` comparison would send the LRU example, 7/10, away from the
+    PID mode that fixes it in one round, so the comparison here is strict). One
     bug: self-refine. Correlated bugs: PID. Otherwise either works; PID is chosen for its
     precise feedback.
     """

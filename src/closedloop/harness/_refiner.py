@@ -1,6 +1,6 @@
 """The refinement loop: generate, evaluate, feed back, until a stop policy says enough.
 
-A generator / evaluator loop is a discrete-time feedback system (seed 003): each round
+A generator / evaluator loop is a discrete-time feedback system: each round
 is one sample; the evaluator's pass rate is the measurement; the strategy is the
 controller; the stop policy watches ``V = ½(target − score)²``. The refiner records
 every round and returns the best evaluated round, so what it hands back is never worse

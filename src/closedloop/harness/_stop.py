@@ -165,7 +165,7 @@ def _replay(scores: Sequence[float], target: float, patience: int) -> LyapunovVe
 class stop_on_lyapunov(_Combinable):
     """Stop after ``patience`` consecutive rounds in which ``V = ½(target − score)²`` rose.
 
-    The refiner then returns its best-so-far output, not the last one (seed 003 §4).
+    The refiner then returns its best-so-far output, not the last one.
     """
 
     patience: int = 2

@@ -1,19 +1,20 @@
-"""Feedback strategies: what the generator is told between rounds (seed 003).
+"""Feedback strategies: what the generator is told between rounds of refinement.
 
 - :func:`blind_retry`: open loop. Every round gets the original prompt and nothing else.
-- :func:`self_refine`: feedback with a poor sensor. The last code, its pass count, "improve it".
+- :func:`self_refine`: feedback with a poor sensor (Self-Refine, Madaan et al. 2023). The
+  last code, its pass count, "improve it".
 - :func:`pid_feedback`: precise feedback. Failing checks with got / expected, a diagnosis,
   preventive hints about related code paths, and an intensity (light / medium / heavy)
   set by a PID controller on the error ``1 − score``; gains are reduced for an aggressive
-  prompt and after a regression (seed 003 experiment B1). Light and medium feedback come
-  with the best code so far to edit; heavy feedback asks for a new implementation and
-  leaves the old code out, so it cannot anchor the answer. A small model shown its code
+  prompt and after a regression. Light and medium feedback come with the best code so far
+  to edit; heavy feedback asks for a new implementation and leaves the old code out, so it
+  cannot anchor the answer. A small model shown its code
   tends to hand it back unchanged; when it does, the next round is heavy whatever ``u``
   says. ``u`` also sets the sampling temperature (exploration): a small push stays close
   to the model's likeliest answer, a large one (or a push that had no effect) samples
   wider. The wording lives in ``_prompts``.
 - :func:`~closedloop.harness.interval` (in ``_interval``) wraps any of them to evaluate
-  only every n-th round (experiment B2).
+  only every n-th round.
 
 A strategy is a frozen configuration; ``strategy.start(task)`` returns a session that
 holds the run's state (the PID controller) and is asked for each round's messages.
@@ -185,7 +186,7 @@ class _BlindSession:
 
 
 def blind_retry(temperature: float | None = None) -> BlindRetry:
-    """Open-loop retry (seed 003's baseline); see :class:`BlindRetry` for ``temperature``."""
+    """Open-loop retry (the baseline); see :class:`BlindRetry` for ``temperature``."""
     return BlindRetry(temperature)
 
 
@@ -232,13 +233,13 @@ class PIDFeedback:
     """Precise feedback whose intensity a PID controller sets from the error ``1 − score``.
 
     Args:
-        kp, ki, kd: the seed's gains (0.6, 0.2, 0.15); one round is one sample (``dt=1``).
+        kp, ki, kd: the gains (0.6, 0.2, 0.15); one round is one sample (``dt=1``).
             The controller is ``closedloop.control.PID`` with derivative on the error, so
-            the first feedback has no D term (there is no earlier error): seed 003's worked
-            example (score 0.7) gives u = 0.24 here where the seed, taking Δe = e on the
-            first round, wrote 0.285. Both are "light".
+            the first feedback has no D term (there is no earlier error): the usual worked
+            example (score 0.7) gives u = 0.24 here where taking Δe = e on the first round
+            gives 0.285. Both are "light".
         thresholds: u below the first is light, below the second medium, else heavy.
-        aggressive: ask for thorough rewrites (seed 003 B1's "aggressive mode"). The gains
+        aggressive: ask for thorough rewrites ("aggressive mode"). The gains
             are then multiplied by ``gain_reduction`` from the start: a stronger push per
             unit of error needs a gentler controller.
         gain_reduction: factor applied to the gains in aggressive mode, and again after
@@ -258,7 +259,7 @@ class PIDFeedback:
         memory: dead-zone compensation (:class:`IntensityMemory`): every session of this
             strategy records what each intensity achieved, and a level measured to do
             less than a stronger one is sent at the stronger one. None (the default)
-            keeps seed 003's fixed mapping and makes every task independent.
+            keeps the fixed mapping and makes every task independent.
     """
 
     kp: float = 0.6
@@ -340,7 +341,7 @@ class _PIDSession:
             self.best = max((r.score for r in ctx.history if r.score is not None), default=None)
         if last.index > self.measured:
             if ctx.verdict is not None and ctx.verdict.increased and c.gain_reduction < 1.0:
-                # B1: the last push made things worse; push more gently from now on.
+                # A regression: the last push made things worse; push more gently from now on.
                 self.scale = max(c.min_gain_scale, self.scale * c.gain_reduction)
                 self.pid.tunings = self._gains()
             self.u = self.pid(last.score, dt=1.0)
@@ -474,7 +475,7 @@ def pid_feedback(
     target: float = 1.0,
     memory: IntensityMemory | None = None,
 ) -> PIDFeedback:
-    """PID-set precise feedback (seed 003's "PID-enhanced mode"); see :class:`PIDFeedback`."""
+    """PID-set precise feedback ("PID-enhanced mode"); see :class:`PIDFeedback`."""
     return PIDFeedback(
         kp=kp,
         ki=ki,

@@ -89,7 +89,7 @@ class Task:
         preamble: code run before the candidate's code (given classes, imports).
         support: code run after it, for helpers the checks use (list converters, fake clocks).
         related: ``(name, hint)`` pairs: when a failing check exercises ``name``, the hint
-            names a related code path likely to share the bug (seed 003's preventive hint).
+            names a related code path likely to share the bug (a preventive hint).
     """
 
     name: str

@@ -1,7 +1,7 @@
-"""Seed 003's tasks, with prompts and tests written for closedloop.
+"""The four refinement tasks (the ``seed`` task set), with prompts and tests for closedloop.
 
 T1 merge two sorted linked lists (5 checks), T2 spiral matrix (10), T3 LRU cache (10),
-and the TTL cache of its experiment B2 (10). The TTL cache takes its clock as an
+and T4 TTL cache (10). The TTL cache takes its clock as an
 argument, so its checks move time with a fake clock instead of sleeping.
 """
 
@@ -283,4 +283,4 @@ Answer with one Python code block.""",
 )
 
 SEED_TASKS: tuple[Task, ...] = (MERGE_SORTED_LISTS, SPIRAL_MATRIX, LRU_CACHE, TTL_CACHE)
-"""The four tasks in seed 003's order."""
+"""The four tasks, in order of difficulty."""

@@ -1,4 +1,4 @@
-"""Integration modes (seed 000 §5.5): closed-loop control without rewriting the agent.
+"""Integration modes: closed-loop control without rewriting the agent.
 
 Three ways in, from the lightest:
 

@@ -1,4 +1,4 @@
-"""``ClosedLoopMiddleware``: the control loop at the API gateway (seed 000 §5.5).
+"""``ClosedLoopMiddleware``: the control loop at the API gateway (ASGI middleware).
 
 Pure ASGI, so it streams: the response passes through chunk by chunk and is never held
 back. Per request it

@@ -1,4 +1,4 @@
-"""``@controlled``: sensing, a PID and scheduled retries around any callable (seed 000 §5.5).
+"""``@controlled``: sensing, a PID and scheduled retries around any callable, unchanged.
 
 ::
 

@@ -4,7 +4,7 @@ An integration (decorator, middleware, graph node) measures an error ``e ∈ [0,
 each attempt and hands it to :meth:`ControlLoop.update`; the loop runs the key's PID and
 turns its output ``u`` into :class:`~closedloop.control.ActuatorSettings` for the next
 attempt. Nothing here reads a clock: every update is one sample of length ``dt``
-(seed 000 §5.2 samples per task, whatever the task's duration).
+(one sample per task, whatever the task's duration, keeps controller and ESO on one scale).
 
 The PID acts on ``e − tolerance``. With a plain setpoint of 0 the error could never be
 negative, so the integral would only ever grow and the loop would stay rigorous long after
@@ -28,7 +28,7 @@ from ..control import PID, ActuatorSchedule, ActuatorSettings, Strictness
 __all__ = ["DEFAULT_GAINS", "ControlContext", "ControlLoop", "ControlRecord"]
 
 DEFAULT_GAINS: tuple[float, float, float] = (0.8, 0.05, 0.3)
-"""Seed 000's ``Kp=0.8, Ki=0.05, Kd=0.3`` for a single tool-calling step."""
+"""``Kp=0.8, Ki=0.05, Kd=0.3``: the starting gains for a single tool-calling step."""
 
 
 def _check_gains(gains: Any) -> tuple[float, float, float]:
@@ -61,7 +61,7 @@ class ControlContext:
     ``settings`` are the actuator settings in force for this attempt; ``attempt`` counts
     from 1 within one call; ``last_error`` is the error measured on the key's previous
     attempt (None before the first). The middleware also fills ``dynamic_timeout_s`` from
-    the route's latency history (seed 001's predictive timeout).
+    the route's latency history (a predictive timeout).
     """
 
     key: str
@@ -188,7 +188,7 @@ class ControlLoop:
     """Per-key PIDs driving one :class:`~closedloop.control.ActuatorSchedule`.
 
     Args:
-        gains: ``(kp, ki, kd)``, all ≥ 0 and not all zero (default seed 000's 0.8/0.05/0.3).
+        gains: ``(kp, ki, kd)``, all ≥ 0 and not all zero (default 0.8/0.05/0.3).
         tolerance: the error the loop aims at; errors below it wind the integral back.
         schedule: maps ``u`` to actuator settings (default ``ActuatorSchedule()``).
         dt: the sample length of one update (default 1.0: one attempt, one sample).

@@ -1,7 +1,7 @@
 """Sensing for the integrations: from a call's result (or an HTTP status) to ``e ∈ [0, 1]``.
 
 A metric is ``metric(result) -> float`` or ``metric(result, invocation) -> float`` (the
-second form sees the call's arguments, for errors such as seed 000's edit distance
+second form sees the call's arguments, for errors such as the edit distance
 between the city asked for and the city answered). Exceptions never reach a metric:
 a retryable exception is an error of 1.0.
 
@@ -43,7 +43,7 @@ EXCEPTION_ERROR = 1.0
 EMPTY_ERROR = 0.8
 """The error of an empty answer (None, blank text, an empty container).
 
-High, because a 200-and-empty answer is not a success (seed 004), but below an exception:
+High, because a 200-and-empty answer is not a success, but below an exception:
 an empty answer can be true ("no match found"), a traceback cannot.
 """
 
@@ -100,7 +100,7 @@ def json_metric(key_fields: Sequence[str] = (), schema: Any = None) -> Callable[
     is recovered first); dicts, lists and pydantic models are taken as they are. With a
     ``schema`` (JSON schema or pydantic model class) an answer that does not validate
     scores 1.0. Otherwise the error is the share of ``key_fields`` (dotted paths) that are
-    missing or blank: seed 000's e1, where success means the key fields are there, not
+    missing or blank: e1, business success, where success means the key fields are there, not
     that the call returned.
     """
     if isinstance(key_fields, str):

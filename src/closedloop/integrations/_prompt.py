@@ -1,4 +1,4 @@
-"""Prompt injection: the controller's rigour as text in the system prompt (seed 000 §5.5).
+"""Prompt injection: the controller's rigour as text in the system prompt.
 
 The lightest integration: no retries, no wrapper, only the control signal written where
 the model reads it ("your current rigour is 0.65 ..."), followed by constraints that

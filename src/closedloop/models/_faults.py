@@ -105,7 +105,7 @@ class FaultProfile(BaseModel):
 FAULT_PROFILES: Mapping[str, FaultProfile] = MappingProxyType(
     {
         "none": FaultProfile(name="none"),
-        # Seed 000's test bench: 200-800 ms of injected latency and one call in ten failing.
+        # The PID/ADRC article's test bench: 200-800 ms of latency, one call in ten failing.
         # It names format drift and hallucination without rates; 5 % and 3 % are our choice.
         "seed000": FaultProfile(
             name="seed000",

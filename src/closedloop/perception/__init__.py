@@ -3,7 +3,7 @@
 ``Observation`` carries a value with its confidence, status and meaning; ``HttpTool``
 turns an HTTP endpoint into a source of them; ``sanitize_json`` recovers JSON from
 drifted model output; the ``error_*`` functions measure e(t) ∈ [0, 1] for the
-controllers. Perception measures and scores; it does not decide (see ARCHITECTURE.md).
+controllers. Perception measures and scores; it does not decide (see docs/architecture.md).
 """
 
 from __future__ import annotations

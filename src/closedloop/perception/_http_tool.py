@@ -1,6 +1,6 @@
 """An HTTP endpoint as a sensor: every call ends in a scored ``Observation``.
 
-The scores are ``ConfidencePolicy``'s (seed 001 §3.1 and §5.4). The timeout comes from
+The scores are ``ConfidencePolicy``'s (a confidence per outcome). The timeout comes from
 the ``LatencyTracker`` unless one is fixed, and every call's latency, failures
 included, is recorded in it. Nothing here raises for what the world does.
 """

@@ -1,6 +1,6 @@
 """Error metrics: each maps an observation to e ∈ [0, 1], where 0 means no error.
 
-These are the measured errors the controllers act on (seed 000 §3.1): e1 business
+These are the measured errors the controllers act on: e1 business
 success (key fields present), e2 normalised edit distance, keyword coverage, embedding
 similarity, and e3 user feedback.
 """
@@ -44,7 +44,7 @@ def error_business(data: Any, key_fields: Sequence[str], *, blank_is_missing: bo
 
     Fields are dotted paths (``"forecast.0.temp"``). A field counts as missing when it
     is absent or None, and by default also when it is blank (an empty string or an
-    empty container): seed 004 asks for required fields that are present *and* non-empty.
+    empty container): a required field must be present *and* non-empty.
     No key fields means nothing is required: 0.0.
     """
     fields = check_paths("key_fields", key_fields)
@@ -85,7 +85,7 @@ def levenshtein(a: str, b: str) -> int:
 def error_edit_distance(expected: str, actual: str) -> float:
     """e2: Levenshtein distance / the longer length; 0 when both are empty.
 
-    Seed 000 §3.1: the user asked for 北就, the API answered 北京: 1 edit / 2 = 0.5.
+    Example: the user asked for 北就, the API answered 北京: 1 edit / 2 = 0.5.
     The comparison is by Unicode code point and case-sensitive; normalise first if needed.
     """
     _require_str("expected", expected)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -14,7 +14,7 @@ from ._compact import compact
 __all__ = ["EMPTY_MEANING", "Observation", "ObservationStatus"]
 
 EMPTY_MEANING = "no match found; this is not the absence of a constraint"
-"""What an empty result means. Seed 004's incident: a model read an empty list as "no
+"""What an empty result means. A known failure: a model read an empty list as "no
 restriction applies" and acted on it. The meaning sentence says otherwise, every time."""
 
 
@@ -88,6 +88,17 @@ class Observation(BaseModel):
         return self.model_copy(update=update)
 
     @classmethod
+    def _build(
+        cls, status: ObservationStatus, arguments: Mapping[str, Any], **fields: Any
+    ) -> Observation:
+        """The factories' one constructor: every factory argument named like a field is that
+        field (``fields`` override them), and a missing ``timestamp`` is now."""
+        data = {name: arguments[name] for name in cls.model_fields if name in arguments}
+        data.update(fields)
+        data["timestamp"] = _now(data.get("timestamp"))
+        return cls(status=status, **data)
+
+    @classmethod
     def ok(
         cls,
         value: Any,
@@ -100,15 +111,10 @@ class Observation(BaseModel):
         latency_s: float | None = None,
     ) -> Observation:
         """A fresh, complete answer."""
-        return cls(
-            value=value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.OK,
+        return cls._build(
+            ObservationStatus.OK,
+            locals(),
             meaning=meaning or f"{source} answered with a complete result",
-            raw=raw,
-            latency_s=latency_s,
         )
 
     @classmethod
@@ -129,16 +135,8 @@ class Observation(BaseModel):
         source answered properly, but an empty answer is also what a silently failing
         index returns, so it is kept below a complete result.
         """
-        return cls(
-            value=[] if value is _UNSET else value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.EMPTY,
-            meaning=meaning,
-            raw=raw,
-            latency_s=latency_s,
-        )
+        value = [] if value is _UNSET else value
+        return cls._build(ObservationStatus.EMPTY, locals())
 
     @classmethod
     def partial(
@@ -157,17 +155,8 @@ class Observation(BaseModel):
     ) -> Observation:
         """An answer with key fields missing or failing the schema."""
         what = f"key fields missing: {', '.join(missing)}" if missing else "answer is incomplete"
-        return cls(
-            value=value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.PARTIAL,
-            meaning=meaning or f"{source}: {what}",
-            raw=raw,
-            latency_s=latency_s,
-            age_s=age_s,
-            error=error,
+        return cls._build(
+            ObservationStatus.PARTIAL, locals(), meaning=meaning or f"{source}: {what}"
         )
 
     @classmethod
@@ -186,19 +175,8 @@ class Observation(BaseModel):
         retry_after_s: float | None = None,
     ) -> Observation:
         """A cached answer standing in for a fresh one that could not be had."""
-        return cls(
-            value=value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.STALE,
-            meaning=meaning or f"{source}: cached answer from {age_s:.1f} s ago, not fresh",
-            raw=raw,
-            latency_s=latency_s,
-            error=error,
-            retry_after_s=retry_after_s,
-            age_s=age_s,
-        )
+        default = f"{source}: cached answer from {age_s:.1f} s ago, not fresh"
+        return cls._build(ObservationStatus.STALE, locals(), meaning=meaning or default)
 
     @classmethod
     def failed(
@@ -215,18 +193,8 @@ class Observation(BaseModel):
         retry_after_s: float | None = None,
     ) -> Observation:
         """No usable answer (status ``error``); named ``failed`` because ``error`` is a field."""
-        return cls(
-            value=value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.ERROR,
-            meaning=meaning or f"{source} gave no usable answer: {error}",
-            raw=raw,
-            latency_s=latency_s,
-            error=error,
-            retry_after_s=retry_after_s,
-        )
+        default = f"{source} gave no usable answer: {error}"
+        return cls._build(ObservationStatus.ERROR, locals(), meaning=meaning or default)
 
     @classmethod
     def rate_limited(
@@ -241,17 +209,14 @@ class Observation(BaseModel):
     ) -> Observation:
         """The source asked us to slow down; nothing was learned (confidence 0)."""
         when = f"retry after {retry_after_s:g} s" if retry_after_s is not None else "back off"
-        return cls(
+        default = f"{source} is rate limiting us; {when}; no data was returned"
+        return cls._build(
+            ObservationStatus.RATE_LIMITED,
+            locals(),
             value=None,
             confidence=0.0,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.RATE_LIMITED,
-            meaning=meaning or f"{source} is rate limiting us; {when}; no data was returned",
-            raw=raw,
-            latency_s=latency_s,
+            meaning=meaning or default,
             error="rate limited",
-            retry_after_s=retry_after_s,
         )
 
     @classmethod
@@ -273,14 +238,10 @@ class Observation(BaseModel):
             if age_s is not None
             else "; no data"
         )
-        return cls(
-            value=value,
-            confidence=confidence,
-            timestamp=_now(timestamp),
-            source=source,
-            status=ObservationStatus.TIMEOUT,
-            meaning=meaning or f"{source} did not answer within {timeout_s:.3g} s{cached}",
-            latency_s=latency_s,
+        default = f"{source} did not answer within {timeout_s:.3g} s{cached}"
+        return cls._build(
+            ObservationStatus.TIMEOUT,
+            locals(),
+            meaning=meaning or default,
             error=f"timed out after {timeout_s:.3g} s",
-            age_s=age_s,
         )

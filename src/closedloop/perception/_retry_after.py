@@ -1,4 +1,4 @@
-"""Reading an HTTP Retry-After header (RFC 9110 §10.2.3)."""
+"""Reading an HTTP Retry-After header (RFC 9110, section 10.2.3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Recovering the JSON a model meant to write from the text it actually wrote.
 
-Seed 001 §5.1 extracts JSON with a greedy ``\\{.*\\}`` regex; that swallows everything
+The usual recipe extracts JSON with a greedy ``\\{.*\\}`` regex; that swallows everything
 between the first ``{`` and the last ``}`` (two objects, braces in trailing prose) and
 cannot see strings. This module scans instead: it tracks strings and escapes, matches
 brackets on a stack, and tries candidates in order of appearance.

@@ -1,4 +1,4 @@
-"""City names as rules, before any model (seed 001: rules first, the model past a gate).
+"""City names as rules, before any model (rules first, the model past a gate).
 
 ``CityNormaliser`` is built from the world's own ``/cities`` answer, never from a table
 of known misspellings: exact names, English names and codes, the one-character

@@ -1,4 +1,4 @@
-"""Flight tasks (seed 001 §4): the cheapest fare, other dates when over budget, booking
+"""Flight tasks: the cheapest fare, other dates when over budget, booking
 and paying once, and the bad inputs (no route, unknown city, past date, no budget fits).
 """
 

@@ -1,4 +1,4 @@
-"""Meeting-room tasks with weather (seed 004): an empty slot list is "no room", never
+"""Meeting-room tasks with weather: an empty slot list is "no room", never
 "any room"; booking is an effect that must happen once, and only when it may.
 """
 

@@ -1,4 +1,4 @@
-"""Report tasks (seed 000 §4): fetch OCR'd quarterly reports, extract the figures,
+"""Report tasks: fetch OCR'd quarterly reports, extract the figures,
 compare them and outline; a company or quarter the archive lacks has no answer.
 """
 

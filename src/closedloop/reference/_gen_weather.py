@@ -1,4 +1,4 @@
-"""Weather tasks (seed 000 §3): one city, several cities, several days, and bad input.
+"""Weather tasks: one city, several cities, several days, and bad input.
 
 A name that is not the service's own (a typo, an abbreviation, an unknown place) costs
 the ideal agent a ``list_cities`` first; the service itself answers for dates.

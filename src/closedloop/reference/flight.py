@@ -1,11 +1,11 @@
-"""The flight-booking agent of seed 001 §4: a hybrid controller, effects through the ledger.
+"""The flight-booking agent: a hybrid controller, effects through the ledger.
 
 Control design:
 
 * **Rules read the request**: the route (cities by ``CityNormaliser`` on the service's own
   list), the dates (one day, a window "day by day up to …", or "which day is cheapest"),
   the budget, the passenger, and whether to book and pay.
-* **The hybrid controller decides on price** (seed 001 §3.2). Its error is the price gap,
+* **The hybrid controller decides on price**. Its error is the price gap,
   ``max(0, cheapest fare with seats − budget)``; inside the tolerance (no gap) it keeps the
   fare. Outside it, registered rules propose, best first: the next date of the user's
   window; past the window, a near miss (gap ≤ ``max(50, 0.1 × budget)``, the dynamic
@@ -84,7 +84,7 @@ _BUDGET = re.compile(r"预算\s*(\d+)\s*元|within\s+(\d+)\s*(?:CNY|RMB|yuan|元
 
 
 def price_tolerance(budget: float) -> float:
-    """Seed 001's dynamic threshold: ``max(50, 0.1 × budget)``."""
+    """A dynamic threshold: ``max(50, 0.1 × budget)``, so small price moves cause no retry."""
     return max(50.0, 0.1 * budget)
 
 

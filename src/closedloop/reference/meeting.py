@@ -1,4 +1,4 @@
-"""The meeting-room agent of seed 004, with the weather check: an empty answer guards.
+"""The meeting-room agent, with the weather check: an empty answer guards.
 
 Control design:
 
@@ -82,7 +82,7 @@ def _complete(seen: Seen) -> bool:
 
 def slot_seen_free(args: Mapping[str, Any], state: Mapping[str, Any]) -> bool | str:
     """Precondition of ``book_room``: the slot is free in the latest, non-empty availability
-    answer for that room and day (seed 004: an empty answer licenses nothing)."""
+    answer for that room and day (an empty answer licenses nothing)."""
     latest = (state.get("latest") or {}).get("get_room_slots") or {}
     if latest.get("status") != "ok":
         return "no non-empty availability answer: an empty one means no match, not no constraint"

@@ -1,4 +1,4 @@
-"""The multi-step report agent of seed 000 §4: fetch, extract, compare, outline, under ADRC.
+"""The multi-step report agent: fetch, extract, compare, outline, under ADRC (Han 2009).
 
 Control design:
 

@@ -1,4 +1,4 @@
-"""The multi-step report task as a team of sub-agents (seed 000 §6, distributed control).
+"""The multi-step report task as a team of sub-agents (distributed control).
 
 Three roles: **gathering** (find the documents: ``search_documents``), **extraction and
 comparison** (read each document: ``get_document``) and **writing** (answer from what was

@@ -1,4 +1,4 @@
-"""The weather agent of seed 000 §3: rules first, PID on e2, the model only past the gate.
+"""The weather agent: rules first, PID on e2, the model only past the gate.
 
 Control design:
 
@@ -14,7 +14,7 @@ Control design:
   trust: ``none`` means the place is not served (a stated impossibility); a city is a
   correction no rule can verify, so the agent hands the question to a person
   (``ask_human``, a confirmation the loop freezes on) with the model's suggestion.
-* **PID on e2.** Each ``get_weather`` step is scored with seed 000's e2: the normalised
+* **PID on e2.** Each ``get_weather`` step is scored with e2: the normalised
   edit distance between the city as the user wrote it and the city the service returned
   (the nearest of its names, code and abbreviation: 北就 → 0.5, 沪 → 0), raised by the
   share of attempts that failed. The loop's PID for ``get_weather`` (warm-started from

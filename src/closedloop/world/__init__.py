@@ -1,6 +1,6 @@
 """The world: local HTTP services with injected faults, as measurable ground truth.
 
-Weather (with the seeds' typos and abbreviations), flights, bookings and payments,
+Weather (with users' typos and abbreviations), flights, bookings and payments,
 meeting rooms, a shop, and quarterly reports with OCR noise, all generated from a seed.
 A ``FaultProfile`` adds latency, errors, 429s, empty answers, schema drift, outages and
 slow periods per endpoint, deterministically per (seed, endpoint, request index); every

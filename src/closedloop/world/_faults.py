@@ -57,7 +57,7 @@ class FixedLatency(_Model):
 
 
 class UniformLatency(_Model):
-    """Latency uniform in [``low_ms``, ``high_ms``] (seed 000: 200–800 ms)."""
+    """Latency uniform in [``low_ms``, ``high_ms``] (the ``seed000`` profile: 200–800 ms)."""
 
     kind: Literal["uniform"] = "uniform"
     low_ms: Millis
@@ -222,7 +222,7 @@ def _seed000() -> FaultProfile:
     return FaultProfile(
         name="seed000",
         description=(
-            "Seed 000's test bench: 200-800 ms uniform latency and 10 % failed calls "
+            "The PID/ADRC article's test bench: 200-800 ms uniform latency and 10 % failed calls "
             "(500 or 503) on every endpoint."
         ),
         default=EndpointFaults(

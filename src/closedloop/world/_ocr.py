@@ -1,4 +1,4 @@
-"""OCR-like noise for the report documents (seed 000 §4: one misread digit spoils a report).
+"""OCR-like noise for the report documents: one misread digit spoils a report.
 
 Only look-alike substitutions and stray spaces: every corrupted number can still be
 read back exactly by a careful parser, so the clean figures stay the one right answer.

@@ -70,7 +70,7 @@ def _rooms(
             if not free:
                 continue  # with a date, only rooms that can still be booked
         rows.append(RoomOut(**room.model_dump(), free_slot_count=free))
-    # An empty list means "no room matches", never "any room will do" (seed 004).
+    # An empty list means "no room matches", never "any room will do".
     return RoomList(date=day, min_capacity=capacity, rooms=rows, count=len(rows))
 
 

@@ -192,7 +192,7 @@ class Rules:
         return city if isinstance(city, str) and city != "none" else None
 
     async def rigour(self, step_type: str) -> str:
-        """The PID level of ``step_type`` as prompt text (seed 000's dynamic prompt)."""
+        """The PID level of ``step_type`` as prompt text (a dynamic prompt)."""
         settings = self.ctx.control.schedule(await self.ctx.bank.output(step_type))
         return {
             "light": "Answer directly.",

@@ -90,7 +90,7 @@ class ControlledReads:
         observation: Observation = await getattr(self.world, name)(**arguments)
         key = self._key(name, arguments)
         if observation.status is ObservationStatus.EMPTY and key not in self.empties:
-            # Seed 004: "no match" is confirmed by asking again before anything depends on
+            # "No match" is confirmed by asking again before anything depends on
             # it (within this attempt, so confirming costs no retry).
             self.empties.add(key)
             observation = await getattr(self.world, name)(**arguments)
@@ -157,6 +157,6 @@ def reference_schedule() -> ActuatorSchedule:
 
 
 def reference_control(**overrides: Any) -> ControlConfig:
-    """The reference agents' ``ControlConfig``: seed 000's gains and :func:`reference_schedule`."""
+    """The reference agents' ``ControlConfig``: the default gains and :func:`reference_schedule`."""
     overrides.setdefault("schedule", reference_schedule())
     return ControlConfig(**overrides)

@@ -1,4 +1,4 @@
-// The run's control in plain words, beside the chart (seed 000 §5.4).
+// The run's control in plain words, beside the chart.
 // The same rules as closedloop.agent._plain (the run report's view; its tests pin them):
 // f_est -> risk score, the PID integral -> failures recovered, protocols -> safety actions.
 "use strict";

@@ -1,0 +1,171 @@
+"""The core's import graph: no cycle among private modules, and control/ stands alone.
+
+The graph is read from the source with ``ast`` (nothing is imported), counting every
+import: at module level, inside functions and under ``TYPE_CHECKING``, because a cycle
+hidden behind ``TYPE_CHECKING`` is still two modules that cannot be read apart. Importing
+a package counts as importing every module its ``__init__`` imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = "closedloop"
+CORE = ("control", "perception", "decision", "execution", "feedback", "agent", "models")
+
+# Cycles another change is breaking; each entry names both ends. Keep this empty.
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
+    {frozenset({"closedloop.models._protocol", "closedloop.models._usage"})}
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.cache
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in (SRC / ROOT).rglob("*.py")}
+
+
+def _is_package(name: str, modules: dict[str, Path]) -> bool:
+    return name in modules and modules[name].name == "__init__.py"
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """Every closedloop module ``name`` imports, resolved to module names."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            # ``from . import _x`` imports a module; ``from ._x import Name`` a name.
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target in modules and (target == ROOT or target.startswith(ROOT + ".")):
+                yield target
+
+
+@functools.cache
+def _direct() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: set(_imported(name, path, modules)) for name, path in modules.items()}
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    direct = _direct()
+
+    def expand(target: str, seen: set[str]) -> set[str]:
+        # A package stands for what its __init__ imports, transitively through __init__s.
+        if not _is_package(target, modules) or target in seen:
+            return {target}
+        seen.add(target)
+        out: set[str] = set()
+        for inner in direct[target]:
+            out |= expand(inner, seen)
+        return out
+
+    return {
+        name: {m for t in targets for m in expand(t, set()) if m != name}
+        for name, targets in direct.items()
+        if not _is_package(name, modules)
+    }
+
+
+def _is_core_private(name: str) -> bool:
+    parts = name.split(".")
+    in_core = len(parts) >= 3 and parts[1] in CORE
+    top_level = len(parts) == 2  # closedloop._exceptions, closedloop._validation
+    return (in_core or top_level) and parts[-1].startswith("_")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _core_graph() -> dict[str, set[str]]:
+    graph = _graph()
+    return {
+        name: {t for t in targets if _is_core_private(t)}
+        for name, targets in graph.items()
+        if _is_core_private(name)
+    }
+
+
+def test_the_graph_sees_the_imports_it_should() -> None:
+    # A reader that resolves nothing finds no cycle either: pin a few known edges.
+    graph = _graph()
+    assert "closedloop.execution._effect" in graph["closedloop.execution._ledger"]
+    assert "closedloop.decision._context" in graph["closedloop.decision._rules"]
+    # ``from ..perception import Observation`` reaches the module that defines it.
+    assert "closedloop.perception._observation" in graph["closedloop.decision._context"]
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_among_the_cores_private_modules() -> None:
+    cycles = [c for c in _cycles(_core_graph()) if frozenset(c) not in KNOWN_CYCLES]
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _direct() if n.startswith("closedloop.control")))
+def test_control_imports_no_other_closedloop_package(name: str) -> None:
+    # Numbers only: the shared error type and argument checks, nothing of the loop.
+    allowed = ("closedloop.control", "closedloop._exceptions", "closedloop._validation")
+    outside = sorted(
+        t for t in _direct()[name] if not any(t == a or t.startswith(a + ".") for a in allowed)
+    )
+    assert outside == [], f"{name} imports {outside}"

@@ -337,7 +337,10 @@ class stop_on_fact(Policy[Any]):
 
 @dataclass(frozen=True, slots=True)
 class stop_never(Policy[Any]):
-    """Never fires (the neutral element of ``|``)."""
+    """Never fires (the neutral element of ``|``); ``reason`` only names the family a
+    callable composed with it reports in."""
+
+    reason: Any = "cancelled"
 
     def __call__(self, state: PolicyState) -> Any:
         return None

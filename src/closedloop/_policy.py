@@ -11,8 +11,9 @@ A *condition* (:class:`Policy`) answers ``policy(state) -> reason | None``: the 
 fired, or ``None``. Stop policies and retry conditions are both conditions; only the slot
 they fill differs. A :class:`Wait` answers ``wait(state) -> seconds``. A
 :class:`RetryPolicy` puts one of each slot together and turns a state into one
-:class:`PolicyDecision`: attempt, wait, or stop. The drivers that run a retry loop on it
-live in ``_retrying.py``.
+:class:`PolicyDecision`: attempt, wait, or stop. The state and the decision live in
+``_policy_state.py``, the waits in ``_wait.py``, the drivers that run a retry loop on a
+policy in ``_retrying.py``; ``closedloop.policy`` re-exports them all.
 
 Combinators (:class:`AnyOf`, :class:`AllOf`, :class:`WaitSum`) have class names; the
 strategies a user writes by hand have lowercase phrase names, as tenacity's do.
@@ -21,16 +22,26 @@ strategies a user writes by hand have lowercase phrase names, as tenacity's do.
 from __future__ import annotations
 
 import math
-import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from types import FunctionType
 from typing import Any, Generic, TypeVar
 
 from ._exceptions import ConfigurationError
-from ._validation import require_int_at_least, require_non_negative, require_positive
+from ._policy_state import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, Verdict
+from ._validation import require_int_at_least, require_non_negative
+from ._wait import (
+    Wait,
+    WaitSum,
+    wait_exponential,
+    wait_fact,
+    wait_fixed,
+    wait_jitter,
+    wait_none,
+    wait_random,
+)
 
 __all__ = [
     "PROGRAMMING_ERRORS",
@@ -62,66 +73,6 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-
-# Errors that mean the code is wrong, not the world: retrying them only repeats the bug.
-PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
-    TypeError,
-    AttributeError,
-    NameError,
-    AssertionError,
-    NotImplementedError,
-    ConfigurationError,
-)
-
-
-def _default_rng() -> random.Random:
-    return random.Random(0)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PolicyState:
-    """What every strategy sees: one snapshot after an attempt (or between two steps).
-
-    ``attempt`` counts the attempts made so far (an agent's steps, a refiner's rounds);
-    ``elapsed_s`` is the time since the first attempt began, from the injected clock;
-    ``outcome`` is the last attempt's result and ``error`` what it raised (``None`` if it
-    returned); ``slept_s`` is the backoff already spent; ``facts`` holds what a domain adds
-    (a run's token count, its repeats, a refiner's scores); ``rng`` is the seeded random
-    source that jitter draws from.
-    """
-
-    attempt: int = 0
-    elapsed_s: float = 0.0
-    outcome: Any = None
-    error: BaseException | None = None
-    slept_s: float = 0.0
-    facts: Mapping[str, Any] = field(default_factory=dict)
-    rng: random.Random = field(default_factory=_default_rng, compare=False, repr=False)
-
-    def fact(self, name: str, default: Any = None) -> Any:
-        """One domain fact, or ``default`` when the state does not carry it."""
-        return self.facts.get(name, default)
-
-
-class Verdict(StrEnum):
-    """What a policy says comes next."""
-
-    ATTEMPT = "attempt"
-    """Go on: make the next attempt (or take the next step) now."""
-    WAIT = "wait"
-    """Retry after ``delay_s`` seconds (zero included: the driver still yields)."""
-    STOP = "stop"
-    """No further attempt."""
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyDecision:
-    """The one decision a policy makes over a state, and why."""
-
-    verdict: Verdict
-    delay_s: float = 0.0
-    reason: Any = None
-
 
 # --- conditions: stop policies and retry conditions -------------------------------------
 
@@ -404,120 +355,6 @@ class retry_never(Policy[str]):
 
     def __call__(self, state: PolicyState) -> str | None:
         return None
-
-
-# --- waits ---------------------------------------------------------------------------------
-
-
-class Wait(ABC):
-    """How long to back off before the next attempt: ``wait(state) -> seconds``."""
-
-    __slots__ = ()
-
-    @abstractmethod
-    def __call__(self, state: PolicyState) -> float: ...
-
-    def __add__(self, other: Wait) -> WaitSum:
-        if not isinstance(other, Wait):
-            return NotImplemented
-        return WaitSum((*_waits(self), *_waits(other)))
-
-
-def _waits(wait: Wait) -> tuple[Wait, ...]:
-    return wait.parts if isinstance(wait, WaitSum) else (wait,)
-
-
-@dataclass(frozen=True, slots=True)
-class WaitSum(Wait):
-    """The sum of its parts."""
-
-    parts: tuple[Wait, ...]
-
-    def __call__(self, state: PolicyState) -> float:
-        return sum(part(state) for part in self.parts)
-
-
-@dataclass(frozen=True, slots=True)
-class wait_none(Wait):
-    """Retry at once."""
-
-    def __call__(self, state: PolicyState) -> float:
-        return 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class wait_fixed(Wait):
-    """The same delay every time."""
-
-    seconds: float
-
-    def __post_init__(self) -> None:
-        require_non_negative("seconds", self.seconds)
-
-    def __call__(self, state: PolicyState) -> float:
-        return self.seconds
-
-
-@dataclass(frozen=True, slots=True)
-class wait_exponential(Wait):
-    """``initial_s * multiplier ** (attempt - 1)``, capped at ``max_s``."""
-
-    initial_s: float = 0.1
-    multiplier: float = 2.0
-    max_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        require_non_negative("initial_s", self.initial_s)
-        require_positive("multiplier", self.multiplier)
-        require_non_negative("max_s", self.max_s)
-
-    def __call__(self, state: PolicyState) -> float:
-        # Exponent capped so a long-running retry loop cannot overflow to inf.
-        exponent = min(max(state.attempt - 1, 0), 512)
-        try:
-            raw = self.initial_s * self.multiplier**exponent
-        except OverflowError:
-            return self.max_s
-        return min(raw, self.max_s)
-
-
-@dataclass(frozen=True, slots=True)
-class wait_random(Wait):
-    """Uniform jitter in ``[min_s, max_s]`` drawn from the state's seeded source."""
-
-    min_s: float = 0.0
-    max_s: float = 0.1
-
-    def __post_init__(self) -> None:
-        require_non_negative("min_s", self.min_s)
-        require_non_negative("max_s", self.max_s)
-        if self.min_s > self.max_s:
-            raise ConfigurationError("min_s", self.min_s, f"must be <= max_s={self.max_s}")
-
-    def __call__(self, state: PolicyState) -> float:
-        return state.rng.uniform(self.min_s, self.max_s)
-
-
-@dataclass(frozen=True, slots=True)
-class wait_jitter(Wait):
-    """Full jitter: a uniform draw in ``[0, base(state)]`` spreads synchronised clients
-    apart (Brooker, "Exponential Backoff and Jitter", AWS Architecture Blog 2015)."""
-
-    base: Wait = field(default_factory=wait_exponential)
-
-    def __call__(self, state: PolicyState) -> float:
-        return state.rng.uniform(0.0, self.base(state))
-
-
-@dataclass(frozen=True, slots=True)
-class wait_fact(Wait):
-    """The delay a domain fact names (a controller's scheduled retry delay, in seconds)."""
-
-    name: str
-    default: float = 0.0
-
-    def __call__(self, state: PolicyState) -> float:
-        return float(state.facts.get(self.name, self.default))
 
 
 # --- one retry policy ------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_the_sync_driver_retries_after_each_wait_and_returns_the_answer() -> Non
     assert isinstance(done, Retried) and done.ok and done.unwrap() == "answer 3"
     assert done.attempts == 3 and slept == [0.5, 1.0] and done.delays == (0.5, 1.0)
     assert seen == [(1, 0.5), (2, 1.0)]
-    assert done.state.elapsed_s == 3.0 and done.state.slept_s == 1.5
+    assert done.slept_s == 1.5
     assert done.reason is None
 
 
@@ -333,3 +333,16 @@ def test_public_names_present_themselves_under_closedloop_policy() -> None:
         if isinstance(obj, type):
             assert obj.__module__ == "closedloop.policy", name
             assert obj.__doc__, name
+
+
+def test_a_returned_attempt_is_judged_only_when_the_retry_slot_can_fire_on_it() -> None:
+    assert not retry_if_exception_type().fires_on_results()
+    assert not (retry_if_exception_type(OSError) | retry_never()).fires_on_results()
+    assert (retry_if_exception_type() | retry_if_result(bool)).fires_on_results()
+    assert not (retry_if_exception_type() & retry_if_result(bool)).fires_on_results()
+    # Either way the answer is the same: a returned attempt under an exception-only
+    # policy ends the loop, and a result condition still sees every result.
+    seen: list[Any] = []
+    policy = RetryPolicy(stop_after_attempt(3), retry=when(lambda s: seen.append(s.outcome)))
+    assert retry_sync(lambda n: n * 10, policy, sleep=lambda s: None).unwrap() == 10
+    assert seen == [10]

@@ -117,6 +117,11 @@ class Policy(ABC, Generic[R]):
         """
         return None
 
+    def fires_on_results(self) -> bool:
+        """Whether this condition can fire after an attempt that returned (rather than
+        raised); a driver skips judging a returned attempt when its retry slot cannot."""
+        return True
+
     def reason_family(self) -> Any:
         """A reason this policy gives; a plain callable composed with it answers ``True``
         with the ``cancelled`` member of the same enum (the caller's own code chose)."""
@@ -166,6 +171,9 @@ class AnyOf(Policy[R]):
         delays = [d for d in (p.max_delay_s() for p in self.parts) if d is not None]
         return min(delays) if delays else None
 
+    def fires_on_results(self) -> bool:
+        return any(p.fires_on_results() for p in self.parts)
+
     def reason_family(self) -> Any:
         return self.parts[0].reason_family()
 
@@ -185,6 +193,9 @@ class AllOf(Policy[R]):
         if all(r is not None for r in reasons):
             return reasons[0]
         return None
+
+    def fires_on_results(self) -> bool:
+        return all(p.fires_on_results() for p in self.parts)
 
     def reason_family(self) -> Any:
         return self.parts[0].reason_family()
@@ -322,6 +333,9 @@ class retry_if_exception_type(Policy[str]):
             return type(error).__name__
         return None
 
+    def fires_on_results(self) -> bool:
+        return False
+
 
 @dataclass(frozen=True, slots=True)
 class retry_if_exception(Policy[str]):
@@ -334,6 +348,9 @@ class retry_if_exception(Policy[str]):
         if error is not None and self.predicate(error):
             return type(error).__name__
         return None
+
+    def fires_on_results(self) -> bool:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +372,9 @@ class retry_never(Policy[str]):
 
     def __call__(self, state: PolicyState) -> str | None:
         return None
+
+    def fires_on_results(self) -> bool:
+        return False
 
 
 # --- one retry policy ------------------------------------------------------------------

@@ -42,8 +42,12 @@ class Retried(Generic[T]):
     error: BaseException | None
     attempts: int
     delays: tuple[float, ...]
-    reason: Any
-    state: PolicyState
+    reason: Any = None
+
+    @property
+    def slept_s(self) -> float:
+        """The backoff spent between the attempts."""
+        return sum(self.delays)
 
     @property
     def ok(self) -> bool:
@@ -60,7 +64,7 @@ class Retried(Generic[T]):
 class _Loop:
     """The bookkeeping both drivers share: one state per attempt, one decision each."""
 
-    __slots__ = ("attempt", "clock", "delays", "observe", "policy", "rng", "start")
+    __slots__ = ("attempt", "clock", "delays", "judge_results", "observe", "policy", "rng", "start")
 
     def __init__(
         self,
@@ -75,6 +79,9 @@ class _Loop:
         self.clock = clock
         self.rng = rng if rng is not None else random.Random(0)
         self.observe = observe
+        # A returned attempt needs no judging when nothing can fire on it: the common
+        # case (retry on exceptions only) then costs no state and no decision.
+        self.judge_results = observe is not None or policy.retry.fires_on_results()
         self.start = clock()
         self.attempt = 0
         self.delays: tuple[float, ...] = ()
@@ -92,10 +99,8 @@ class _Loop:
         )
         return state, self.policy.decide(state)
 
-    def end(
-        self, value: Any, error: BaseException | None, state: PolicyState, decision: PolicyDecision
-    ) -> Retried[Any]:
-        return Retried(value, error, self.attempt, self.delays, decision.reason, state)
+    def end(self, value: Any, error: BaseException | None, reason: Any = None) -> Retried[Any]:
+        return Retried(value, error, self.attempt, self.delays, reason)
 
 
 def retry_sync(
@@ -126,9 +131,11 @@ def retry_sync(
             raise
         except Exception as exc:
             error = exc
+        if error is None and not loop.judge_results:
+            return cast(Retried[T], loop.end(value, None))
         state, decision = loop.judge(value, error)
         if decision.verdict is Verdict.STOP:
-            return cast(Retried[T], loop.end(value, error, state, decision))
+            return cast(Retried[T], loop.end(value, error, decision.reason))
         if before_sleep is not None:
             before_sleep(state, decision)
         loop.delays = (*loop.delays, decision.delay_s)
@@ -161,9 +168,11 @@ async def retry_async(
             raise
         except Exception as exc:
             error = exc
+        if error is None and not loop.judge_results:
+            return cast(Retried[T], loop.end(value, None))
         state, decision = loop.judge(value, error)
         if decision.verdict is Verdict.STOP:
-            return cast(Retried[T], loop.end(value, error, state, decision))
+            return cast(Retried[T], loop.end(value, error, decision.reason))
         if before_sleep is not None:
             pending = before_sleep(state, decision)
             if inspect.isawaitable(pending):

@@ -225,3 +225,26 @@ def test_bad_settings_are_refused() -> None:
         ReadRetry(max_backoff_s=-1.0)
     with pytest.raises(ValueError, match="repeats_after_fault"):
         ReadRetry(repeats_after_fault=-1)
+
+
+def test_read_retry_is_a_retry_condition_of_the_policy_algebra() -> None:
+    from closedloop.policy import Policy, PolicyState, Verdict, retry_sync
+
+    policy = ReadRetry(max_backoff_s=2.0)
+    assert isinstance(policy, Policy)
+    assert policy(PolicyState(outcome=http_error(503))) == "passing fault"
+    assert policy(PolicyState(outcome=http_error(404))) is None
+    assert policy(PolicyState(outcome=ok())) is None
+    assert policy(PolicyState(error=OSError("raised, not answered"))) is None
+    limited = Observation.rate_limited(source="lookup", retry_after_s=30.0)
+    plan = policy.retry_policy(3, scheduled_ms=250.0)
+    first = plan.decide(PolicyState(attempt=1, outcome=limited))
+    assert first.verdict is Verdict.WAIT and first.delay_s == 2.0  # Retry-After, capped
+    assert plan.decide(PolicyState(attempt=1, outcome=http_error(502))).delay_s == 0.25
+    assert plan.decide(PolicyState(attempt=3, outcome=http_error(502))).verdict is Verdict.STOP
+    # The same policy drives the one retry loop: two faults, then the answer.
+    answers = iter([http_error(503), http_error(504), ok()])
+    slept: list[float] = []
+    done = retry_sync(lambda n: next(answers), plan, sleep=slept.append, clock=lambda: 0.0)
+    assert done.unwrap().status is ObservationStatus.OK
+    assert done.attempts == 3 and slept == [0.25, 0.25]

@@ -82,7 +82,7 @@ def test_policies_are_frozen_values_with_equality() -> None:
     assert stop_after_steps(3) != stop_after_steps(4)
     assert "12" in repr(stop_after_steps(12))
     with pytest.raises(AttributeError):
-        stop_after_steps(3).max_steps = 4  # type: ignore[misc]
+        stop_after_steps(3).attempts = 4  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,6 @@ EXPECTED = {
     "SandboxLimits",
     "SelfRefine",
     "StopDecision",
-    "StopPolicy",
     "StopReason",
     "Strategy",
     "StrategyChoice",

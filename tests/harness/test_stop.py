@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from closedloop import ConfigurationError
 from closedloop.control import Trajectory
 from closedloop.harness import (
-    AnyStop,
     RefineState,
     StopReason,
     stop_after_rounds,
@@ -18,6 +17,7 @@ from closedloop.harness import (
     stop_on_trajectory,
     stop_when_target_met,
 )
+from closedloop.policy import AnyOf
 
 
 def state(*scores: float | None, target: float = 1.0) -> RefineState:
@@ -82,7 +82,7 @@ def test_scores_above_a_lower_target_count_as_reached() -> None:
 
 def test_combination_reports_the_first_policy_that_fires() -> None:
     policy = stop_when_target_met() | stop_on_lyapunov() | stop_after_rounds(3)
-    assert isinstance(policy, AnyStop) and len(policy.policies) == 3
+    assert isinstance(policy, AnyOf) and len(policy.parts) == 3
     assert policy(state(0.1, 0.2)) is None
     d = policy(state(0.1, 0.2, 1.0))
     assert d is not None and d.reason is StopReason.TARGET_MET

@@ -20,7 +20,6 @@ from closedloop.control import (
     schedule_levels,
     schedule_linear,
 )
-from closedloop.execution import RetryIfException
 from closedloop.integrations import (
     EMPTY_ERROR,
     ControlContext,
@@ -31,6 +30,7 @@ from closedloop.integrations import (
 )
 from closedloop.models import FunctionModel
 from closedloop.perception import error_edit_distance
+from closedloop.policy import retry_if_exception_type
 
 from .conftest import FakeClock, SleepRecorder
 
@@ -234,7 +234,7 @@ def test_programming_errors_pass_through_without_touching_the_controller() -> No
 def test_retry_on_selects_the_exceptions_worth_retrying(sleeper: SleepRecorder) -> None:
     calls: list[type[Exception]] = []
 
-    @controlled(sleep=sleeper, retry_on=RetryIfException(ConnectionError))
+    @controlled(sleep=sleeper, retry_on=retry_if_exception_type(ConnectionError))
     def fetch(kind: type[Exception]) -> str:
         calls.append(kind)
         raise kind("x")
@@ -443,3 +443,27 @@ async def test_a_callable_object_with_an_async_call_stays_async() -> None:
     assert inspect.iscoroutinefunction(wrapped)
     assert await wrapped("q") == "q"
     assert {r.key for r in wrapped.controller.history} == {f"{__name__}.{Tool.__qualname__}"}
+
+
+def test_the_retries_are_a_policy_of_the_shared_algebra() -> None:
+    from closedloop.integrations._decorator import build_plan
+    from closedloop.policy import PolicyState, Verdict
+
+    plan = build_plan(
+        controller=None, gains=None, tolerance=None, schedule=None, metric=None,
+        key_fields=None, schema=None, retry_on=None, retry_above=0.5, max_attempts=3,
+        clock=None, enforce_timeout=False,
+    )  # fmt: skip
+
+    def after(attempt: int, **facts: Any) -> PolicyState:
+        return PolicyState(attempt=attempt, facts=facts)
+
+    policy = plan.policy
+    wait = policy.decide(after(1, failed=True, max_retries=2, retry_delay_s=0.3))
+    assert wait.verdict is Verdict.WAIT and wait.delay_s == 0.3
+    assert policy.decide(after(1, failed=False, max_retries=2)).verdict is Verdict.STOP
+    # The settings just produced decide the budget: two retries allowed, two spent.
+    assert policy.decide(after(3, failed=True, max_retries=2)).verdict is Verdict.STOP
+    # max_attempts caps whatever the schedule says.
+    assert policy.decide(after(3, failed=True, max_retries=9)).verdict is Verdict.STOP
+    assert policy.decide(after(2, failed=True, max_retries=9)).verdict is Verdict.WAIT

@@ -108,5 +108,5 @@ __all__ = [
 # Public names show as closedloop.agent.X in reprs and docs (httpx does the same).
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
+    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith(f"{__name__}._"):
         _obj.__module__ = __name__

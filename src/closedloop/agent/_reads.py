@@ -8,6 +8,10 @@ is asked again, up to ``max_retries`` of the settings the PID scheduled for the 
 ``retry_delay_ms`` apart (a 429's ``retry_after_s`` wins when longer, capped). An
 ``empty`` answer is checked once more when the tool's error signal is high or it failed
 recently: an empty list served by a fault reads exactly like a real "no match".
+
+:class:`ReadRetry` is a retry condition of the shared policy algebra
+(:mod:`closedloop.policy`) over a state whose outcome is the observation;
+:meth:`ReadRetry.retry_policy` is the whole retry policy for one read.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .._policy import Policy, PolicyState, RetryPolicy, Wait, stop_after_attempt
 from .._validation import require_int_at_least, require_non_negative
 from ..perception import Observation, ObservationStatus
 
-__all__ = ["ReadRetry", "is_transient"]
+__all__ = ["ReadRetry", "is_transient", "wait_retry_after"]
 
 _HTTP = re.compile(r"\bHTTP (\d{3})\b")
 _UNREACHABLE = ("could not be reached", "connection refused", "connection reset", "unreachable")
@@ -43,9 +48,35 @@ def is_transient(observation: Observation) -> bool:
     return status is ObservationStatus.ERROR and any(m in lowered for m in _UNREACHABLE)
 
 
+@dataclass(frozen=True, slots=True)
+class wait_retry_after(Wait):
+    """The scheduled delay, or a 429's longer ``retry_after_s`` capped at ``max_s``."""
+
+    scheduled_s: float
+    max_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        require_non_negative("scheduled_s", self.scheduled_s)
+        require_non_negative("max_s", self.max_s)
+
+    def __call__(self, state: PolicyState) -> float:
+        delay = self.scheduled_s
+        answer = state.outcome
+        if (
+            isinstance(answer, Observation)
+            and answer.status is ObservationStatus.RATE_LIMITED
+            and answer.retry_after_s
+        ):
+            delay = max(delay, min(float(answer.retry_after_s), self.max_s))
+        return delay
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReadRetry:
-    """How the loop retries a read whose answer is a passing fault.
+class ReadRetry(Policy[str]):
+    """How the loop retries a read whose answer is a passing fault: a retry condition.
+
+    Called on a state, it fires (with the reason) when the state's outcome is an
+    observation worth asking again.
 
     ``enabled=False`` turns it off (the executor still retries exceptions). ``partial``
     also retries answers that lost key fields (schema drift). ``max_backoff_s`` caps a
@@ -70,17 +101,27 @@ class ReadRetry:
         require_int_at_least("recent_steps", self.recent_steps, 0)
         require_int_at_least("repeats_after_fault", self.repeats_after_fault, 0)
 
+    def __call__(self, state: PolicyState) -> str | None:
+        answer = state.outcome
+        if not self.enabled or state.error is not None or not isinstance(answer, Observation):
+            return None
+        if self.partial and answer.status is ObservationStatus.PARTIAL:
+            return "partial answer"
+        return "passing fault" if is_transient(answer) else None
+
     def should_retry(self, observation: Observation) -> bool:
         """Whether this answer is a passing fault this policy asks again."""
-        if not self.enabled:
-            return False
-        if self.partial and observation.status is ObservationStatus.PARTIAL:
-            return True
-        return is_transient(observation)
+        return self(PolicyState(outcome=observation)) is not None
+
+    def wait(self, scheduled_ms: float) -> Wait:
+        """The wait before the next attempt, given the delay the controller scheduled."""
+        return wait_retry_after(max(0.0, scheduled_ms / 1000.0), self.max_backoff_s)
 
     def delay_s(self, observation: Observation, scheduled_ms: float) -> float:
         """The wait before the next attempt: the scheduled delay, or a longer Retry-After."""
-        delay = max(0.0, scheduled_ms / 1000.0)
-        if observation.status is ObservationStatus.RATE_LIMITED and observation.retry_after_s:
-            delay = max(delay, min(float(observation.retry_after_s), self.max_backoff_s))
-        return delay
+        return self.wait(scheduled_ms)(PolicyState(outcome=observation))
+
+    def retry_policy(self, attempts: int, scheduled_ms: float) -> RetryPolicy:
+        """The whole policy for one read: up to ``attempts`` attempts, this condition, the
+        scheduled wait (a driver in :mod:`closedloop.policy` runs it)."""
+        return RetryPolicy(stop_after_attempt(attempts), self.wait(scheduled_ms), self)

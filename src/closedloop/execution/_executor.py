@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .._exceptions import (
     ActionTimeoutError,
@@ -22,14 +23,17 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
+from .._policy import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, RetryPolicy
+from .._retrying import Retried, retry_async
 from ._action import AtomicAction, Confirmation, call_maybe_async
 from ._canonical import effect_key
 from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
-from ._retry import PROGRAMMING_ERRORS, RetryPolicy, RetryState
 
 __all__ = ["Executor", "execute", "execute_sync"]
 
+
+T = TypeVar("T")
 
 EventHook = Callable[[ExecutionEvent], Awaitable[None] | None]
 Sleep = Callable[[float], Awaitable[None]]
@@ -65,7 +69,7 @@ class _Run:
 class Executor:
     """Runs actions under their contracts; ``once``/``irreversible`` ones through a ledger.
 
-    ``sleep`` and ``rng`` are injected so retries are deterministic in tests; ``on_event``
+    ``sleep``, ``clock`` and ``rng`` are injected so retries are deterministic in tests; ``on_event``
     sees each step of an execution (tracing, and the crash tests' fault injection).
     Every executed action is remembered by name so :meth:`resume` and :meth:`compensate`
     can find reconcilers and compensations; register others up front with ``actions``.
@@ -81,9 +85,11 @@ class Executor:
         rng: random.Random | None = None,
         on_event: EventHook | None = None,
         actions: Iterable[AtomicAction] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ledger = ledger
         self._sleep = sleep
+        self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self._on_event = on_event
         self._actions: dict[str, AtomicAction] = {}
@@ -157,19 +163,23 @@ class Executor:
         blocked = await self._gate(run, confirmation, state)
         if blocked is not None:
             return blocked
-        while True:
-            run.attempt += 1
+
+        async def attempt(n: int) -> Any:
+            run.attempt = n
             try:
                 result = await run.action.invoke(run.args)
             except PROGRAMMING_ERRORS:
                 raise
-            except Exception as exc:
+            except Exception:
                 await self._emit("failed", run)
-                if await self._back_off(run, exc):
-                    continue
-                return self._failure(run, exc)
+                raise
             await self._emit("called", run)
-            break
+            return result
+
+        retried = await self._retry(run, attempt)
+        if retried.error is not None:
+            return self._failure(run, retried.error)
+        result = retried.value
         outcome = await self._check_result(run, result, None)
         if outcome.ok and self.ledger is not None and run.key is not None:
             await self.ledger.record_committed(
@@ -194,6 +204,7 @@ class Executor:
         state: Mapping[str, Any] | None,
     ) -> ActionOutcome:
         assert run.key is not None
+        key = run.key
         action = run.action
         record = await ledger.get(run.key)
         if record is not None and record.status is EffectStatus.PENDING:
@@ -215,52 +226,60 @@ class Executor:
         blocked = await self._gate(run, confirmation, state)
         if blocked is not None:
             return blocked
-        while True:
-            run.attempt += 1
+        claimed = record
+
+        async def attempt(n: int) -> ActionOutcome:
+            # One claim and one call; an outcome is the end, an exception a failed try.
+            nonlocal claimed
+            run.attempt = n
             try:
-                record = await ledger.claim(
-                    key=run.key,
+                current = await ledger.claim(
+                    key=key,
                     task_id=run.task_id,
                     step=run.step,
                     action=action,
                     args=run.args,
-                    attempts=run.attempt,
-                    previous=record,
+                    attempts=n,
+                    previous=claimed,
                 )
             except StaleStateError as exc:
                 error = ReconciliationRequiredError(
-                    f"effect {run.key!r} was claimed by another worker at the same time"
+                    f"effect {key!r} was claimed by another worker at the same time"
                 )
                 error.__cause__ = exc
                 return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error)
+            claimed = current
             await self._emit("claimed", run)
             try:
                 result = await action.invoke(run.args)
             except action.uncertain_errors as exc:
                 why = f"ended in {type(exc).__name__}: {exc}"
-                resolved = await self._reconcile(run, ledger, record, why, exc)
+                resolved = await self._reconcile(run, ledger, current, why, exc)
                 if isinstance(resolved, ActionOutcome):
                     return resolved
-                record = resolved
-                if record.status is EffectStatus.COMMITTED:
+                claimed = current = resolved
+                if current.status is EffectStatus.COMMITTED:
                     await self._emit("committed", run)
-                    return await self._check_result(run, record.result, record)
+                    return await self._check_result(run, current.result, current)
                 failure: Exception = exc
             except PROGRAMMING_ERRORS as exc:
-                await ledger.fail(record, exc, attempts=run.attempt)
+                await ledger.fail(current, exc, attempts=n)
                 raise
             except Exception as exc:
-                record = await ledger.fail(record, exc, attempts=run.attempt)
+                claimed = await ledger.fail(current, exc, attempts=n)
                 failure = exc
             else:
                 await self._emit("called", run)
-                record = await ledger.commit(record, result, attempts=run.attempt)
+                committed = await ledger.commit(current, result, attempts=n)
                 await self._emit("committed", run)
-                return await self._check_result(run, result, record)
+                return await self._check_result(run, result, committed)
             await self._emit("failed", run)
-            if await self._back_off(run, failure):
-                continue
-            return self._failure(run, failure)
+            raise failure
+
+        retried = await self._retry(run, attempt)
+        if retried.error is not None:
+            return self._failure(run, retried.error)
+        return retried.unwrap()
 
     async def _reconcile(
         self,
@@ -310,18 +329,23 @@ class Executor:
             return run.outcome(OutcomeStatus.PRECONDITION_FAILED, error=exc)
         return None
 
-    async def _back_off(self, run: _Run, error: Exception) -> bool:
-        """Sleep and return True when the policy grants another attempt."""
-        retry_state = RetryState(run.attempt, error, sum(run.delays), self._rng)
-        if not run.policy.should_retry(retry_state):
-            return False
-        delay = run.policy.delay(retry_state)
-        run.delays = (*run.delays, delay)
-        await self._emit("retrying", run)
-        await self._sleep(delay)
-        return True
+    async def _retry(self, run: _Run, attempt: Callable[[int], Awaitable[T]]) -> Retried[T]:
+        """The one retry loop, under the call's policy; each retry is an event."""
 
-    def _failure(self, run: _Run, error: Exception) -> ActionOutcome:
+        async def before_sleep(state: PolicyState, decision: PolicyDecision) -> None:
+            run.delays = (*run.delays, decision.delay_s)
+            await self._emit("retrying", run)
+
+        return await retry_async(
+            attempt,
+            run.policy,
+            sleep=self._sleep,
+            clock=self._clock,
+            rng=self._rng,
+            before_sleep=before_sleep,
+        )
+
+    def _failure(self, run: _Run, error: BaseException) -> ActionOutcome:
         status = (
             OutcomeStatus.TIMED_OUT
             if isinstance(error, ActionTimeoutError)

@@ -25,8 +25,8 @@ from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox
 from ._stop import (
     RefineState,
+    RefineStop,
     StopDecision,
-    StopPolicy,
     StopReason,
     stop_on_fixed_point,
     stop_on_lyapunov,
@@ -90,7 +90,7 @@ class Refiner:
         evaluator: Evaluator | None = None,
         strategy: Strategy | None = None,
         *,
-        stop: StopPolicy | None = None,
+        stop: RefineStop | None = None,
         max_rounds: int = 4,
         target: float = 1.0,
         seed: int | None = 0,
@@ -103,7 +103,7 @@ class Refiner:
         self.evaluator: Evaluator = SandboxEvaluator() if evaluator is None else evaluator
         self.strategy: Strategy = pid_feedback() if strategy is None else strategy
         self.target = require_unit_interval("target", target)
-        self.stop: StopPolicy = (
+        self.stop: RefineStop = (
             _target_met(self.target)
             | stop_on_lyapunov()
             | stop_on_trajectory()

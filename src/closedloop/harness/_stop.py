@@ -1,28 +1,32 @@
-"""When the refinement loop stops: small policies over one state snapshot, combined with ``|``.
+"""When the refinement loop stops: the policy algebra of :mod:`closedloop.policy` over rounds.
 
 Each policy is a frozen dataclass called as ``policy(state) -> StopDecision | None``; it
-reads only the :class:`RefineState` it is given, so it is tested by building a state by
-hand. ``stop_when_target_met() | stop_on_lyapunov()`` stops at whichever fires first.
-The refiner's ``max_rounds`` is a backstop on top of any policy. Policy classes have
-lowercase names, as tenacity's do, because they read as phrases where they are used.
+reads only the :class:`RefineState` it is given (a :class:`~closedloop.policy.PolicyState`
+whose attempt is the round), so it is tested by building a state by hand.
+``stop_when_target_met() | stop_on_lyapunov()`` stops at whichever fires first, ``&`` only
+when both fire. The refiner's ``max_rounds`` is a backstop on top of any policy. Policy
+classes have lowercase names, as tenacity's do, because they read as phrases where they
+are used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, TypeAlias, cast
 
 from .._exceptions import ConfigurationError
+from .._policy import AnyOf, Policy, PolicyState
 from .._validation import require_finite, require_int_at_least
 from ..control import LyapunovMonitor, LyapunovVerdict, Trajectory
 
 __all__ = [
     "AnyStop",
     "RefineState",
+    "RefineStop",
     "StopDecision",
-    "StopPolicy",
     "StopReason",
     "stop_after_rounds",
     "stop_on_fixed_point",
@@ -30,6 +34,9 @@ __all__ = [
     "stop_on_trajectory",
     "stop_when_target_met",
 ]
+
+# Deprecated alias (one release): the algebra's "any" combinator.
+AnyStop = AnyOf
 
 
 class StopReason(StrEnum):
@@ -52,9 +59,9 @@ class StopDecision:
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
-class RefineState:
-    """What a stop policy sees after a round.
+class RefineState(PolicyState):
+    """What a stop policy sees after a round: a :class:`PolicyState` whose attempt is the
+    round and whose facts are the scores, the target and the fixed-point finding.
 
     ``scores`` has one entry per round so far (from round 1), ``None`` for a round that
     was not evaluated (interval feedback). Policies judge on evaluated rounds only.
@@ -63,10 +70,35 @@ class RefineState:
     the same feedback (text and temperature) that led to it.
     """
 
-    round: int
-    scores: tuple[float | None, ...]
-    target: float = 1.0
-    fixed_point: bool = False
+    __slots__ = ()
+
+    def __init__(
+        self,
+        round: int,
+        scores: tuple[float | None, ...],
+        target: float = 1.0,
+        fixed_point: bool = False,
+    ) -> None:
+        super().__init__(
+            attempt=round,
+            facts={"scores": tuple(scores), "target": target, "fixed_point": fixed_point},
+        )
+
+    @property
+    def round(self) -> int:
+        return self.attempt
+
+    @property
+    def scores(self) -> tuple[float | None, ...]:
+        return cast("tuple[float | None, ...]", self.facts.get("scores", ()))
+
+    @property
+    def target(self) -> float:
+        return cast(float, self.facts.get("target", 1.0))
+
+    @property
+    def fixed_point(self) -> bool:
+        return bool(self.facts.get("fixed_point", False))
 
     @property
     def evaluated(self) -> tuple[float, ...]:
@@ -79,48 +111,34 @@ class RefineState:
         return bool(self.scores) and self.scores[-1] is not None
 
 
-class StopPolicy(Protocol):
-    """``policy(state) -> StopDecision | None``."""
-
-    def __call__(self, state: RefineState) -> StopDecision | None: ...
+RefineStop: TypeAlias = Callable[[RefineState], "StopDecision | None"]
+"""What the refiner accepts as ``stop``: a policy (or any callable) giving a decision."""
 
 
-class _Combinable:
-    """``a | b``: a policy that stops when either does."""
+class _RoundPolicy(Policy[StopDecision]):
+    """A policy over a :class:`RefineState` (a plain state is read as round 0)."""
 
     __slots__ = ()
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
-        raise NotImplementedError
+    def __call__(self, state: PolicyState) -> StopDecision | None:
+        return self.judge(state if isinstance(state, RefineState) else _as_refine(state))
 
-    def __or__(self, other: StopPolicy) -> AnyStop:
-        return AnyStop(_flatten(self) + _flatten(other))
-
-
-def _flatten(policy: StopPolicy) -> tuple[StopPolicy, ...]:
-    return policy.policies if isinstance(policy, AnyStop) else (policy,)
+    @abstractmethod
+    def judge(self, state: RefineState) -> StopDecision | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AnyStop(_Combinable):
-    """Stops when any of its policies does; the first to fire (in order) gives the reason."""
-
-    policies: tuple[StopPolicy, ...]
-
-    def __post_init__(self) -> None:
-        if not self.policies or not all(callable(p) for p in self.policies):
-            raise ConfigurationError("policies", self.policies, "must be callable stop policies")
-
-    def __call__(self, state: RefineState) -> StopDecision | None:
-        for policy in self.policies:
-            decision = policy(state)
-            if decision is not None:
-                return decision
-        return None
+def _as_refine(state: PolicyState) -> RefineState:
+    facts: dict[str, Any] = dict(state.facts)
+    return RefineState(
+        state.attempt,
+        tuple(facts.get("scores", ())),
+        float(facts.get("target", 1.0)),
+        bool(facts.get("fixed_point", False)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
-class stop_when_target_met(_Combinable):
+class stop_when_target_met(_RoundPolicy):
     """Stop as soon as an evaluated round reaches ``target`` (default: every check passes)."""
 
     target: float = 1.0
@@ -128,7 +146,7 @@ class stop_when_target_met(_Combinable):
     def __post_init__(self) -> None:
         require_finite("target", self.target)
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
+    def judge(self, state: RefineState) -> StopDecision | None:
         if state.last_evaluated and state.scores[-1] is not None:
             score = state.scores[-1]
             if score >= self.target - 1e-12:
@@ -139,7 +157,7 @@ class stop_when_target_met(_Combinable):
 
 
 @dataclass(frozen=True, slots=True)
-class stop_after_rounds(_Combinable):
+class stop_after_rounds(_RoundPolicy):
     """Stop after ``rounds`` rounds."""
 
     rounds: int
@@ -147,7 +165,7 @@ class stop_after_rounds(_Combinable):
     def __post_init__(self) -> None:
         require_int_at_least("rounds", self.rounds, 1)
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
+    def judge(self, state: RefineState) -> StopDecision | None:
         if state.round >= self.rounds:
             return StopDecision(StopReason.MAX_ROUNDS, f"{state.round} of {self.rounds} rounds run")
         return None
@@ -162,7 +180,7 @@ def _replay(scores: Sequence[float], target: float, patience: int) -> LyapunovVe
 
 
 @dataclass(frozen=True, slots=True)
-class stop_on_lyapunov(_Combinable):
+class stop_on_lyapunov(_RoundPolicy):
     """Stop after ``patience`` consecutive rounds in which ``V = ½(target − score)²`` rose.
 
     The refiner then returns its best-so-far output, not the last one.
@@ -173,7 +191,7 @@ class stop_on_lyapunov(_Combinable):
     def __post_init__(self) -> None:
         require_int_at_least("patience", self.patience, 1)
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
+    def judge(self, state: RefineState) -> StopDecision | None:
         if not state.last_evaluated:
             return None
         verdict = _replay(state.evaluated, state.target, self.patience)
@@ -186,7 +204,7 @@ class stop_on_lyapunov(_Combinable):
 
 
 @dataclass(frozen=True, slots=True)
-class stop_on_trajectory(_Combinable):
+class stop_on_trajectory(_RoundPolicy):
     """Stop when the Lyapunov monitor classifies the trajectory as one of ``classes``.
 
     Judged only once ``min_evaluated`` rounds have been evaluated, so one early setback
@@ -208,7 +226,7 @@ class stop_on_trajectory(_Combinable):
         require_int_at_least("min_evaluated", self.min_evaluated, 2)
         require_int_at_least("patience", self.patience, 1)
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
+    def judge(self, state: RefineState) -> StopDecision | None:
         scores = state.evaluated
         if not state.last_evaluated or len(scores) < self.min_evaluated:
             return None
@@ -219,7 +237,7 @@ class stop_on_trajectory(_Combinable):
 
 
 @dataclass(frozen=True, slots=True)
-class stop_on_fixed_point(_Combinable):
+class stop_on_fixed_point(_RoundPolicy):
     """Stop when the loop has reached a fixed point (see :class:`RefineState`).
 
     The generator answered the same feedback with a program it had already written, and
@@ -228,7 +246,7 @@ class stop_on_fixed_point(_Combinable):
     changes its feedback, so this does not fire for it.
     """
 
-    def __call__(self, state: RefineState) -> StopDecision | None:
+    def judge(self, state: RefineState) -> StopDecision | None:
         if state.fixed_point:
             return StopDecision(
                 StopReason.FIXED_POINT,

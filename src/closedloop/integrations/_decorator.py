@@ -299,8 +299,9 @@ def controlled(
             kind of call; default the function's qualified name.
         controller: a shared :class:`ControlLoop` (then leave gains/tolerance/schedule
             unset); otherwise a new one with ``gains``, ``tolerance``, ``schedule``.
-        retry_on: exception classes or a predicate (e.g. a ``closedloop.execution``
-            ``RetryIf``); default every ``Exception`` but programming errors.
+        retry_on: exception classes, a predicate on the exception, or a retry condition
+            of :mod:`closedloop.policy` (``retry_if_exception_type(OSError)``); default
+            every ``Exception`` but programming errors.
         retry_above: a result whose error exceeds this is a failed attempt.
         max_attempts: a hard cap on attempts per call, whatever the schedule says.
         sleep: how to wait before a retry (seconds); tests pass a recorder.

@@ -2,8 +2,10 @@
 
 One call: read the key's settings, run an attempt, measure its error, update the PID,
 and retry while the attempt failed and the *updated* settings still allow a retry. The
-retry waits the updated ``retry_delay_ms`` through an injected sleep. A sync and an async
-driver share every decision; only the waiting and the timeout differ.
+retry waits the updated ``retry_delay_ms`` through an injected sleep. The loop is the one
+retry driver of :mod:`closedloop.policy`; :attr:`RetryPlan.policy` says, over the facts
+each attempt adds (failed, the scheduled retries and delay), when to retry and how long
+to wait. Only the waiting and the timeout differ between sync and async.
 
 An attempt fails when it raises a retryable exception (error 1.0) or its result scores
 above ``retry_above``. When the attempts run out, the last exception is raised again, or
@@ -22,8 +24,17 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from .._exceptions import ConfigurationError
+from .._policy import (
+    Policy,
+    PolicyState,
+    RetryPolicy,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_fact,
+    when,
+)
+from .._retrying import retry_async, retry_sync
 from .._validation import require_int_at_least, require_unit_interval
-from ..execution import RetryIfException
 from ._loop import ControlContext, ControlLoop, ControlRecord
 from ._metrics import EXCEPTION_ERROR, Invocation, check_error
 
@@ -32,23 +43,43 @@ __all__ = ["Attempts", "RetryOn", "RetryPlan", "run_async", "run_sync", "to_retr
 T = TypeVar("T")
 
 RetryOn: TypeAlias = (
-    type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+    type[BaseException]
+    | tuple[type[BaseException], ...]
+    | Policy[Any]
+    | Callable[[BaseException], bool]
 )
-"""Exception classes to retry, or a predicate such as ``closedloop.execution.RetryIf``."""
+"""Exception classes to retry, a predicate on the exception, or a retry condition of
+:mod:`closedloop.policy` such as ``retry_if_exception_type(OSError)``."""
 
 
 def to_retry_predicate(retry_on: RetryOn | None) -> Callable[[BaseException], bool]:
-    """Normalise ``retry_on``; ``None`` is ``RetryIfException()`` (no programming errors)."""
+    """Normalise ``retry_on``; ``None`` is ``retry_if_exception_type()`` (no programming
+    errors)."""
     if retry_on is None:
-        return RetryIfException()
+        return _on_error(retry_if_exception_type())
     if isinstance(retry_on, type | tuple):
         types = retry_on if isinstance(retry_on, tuple) else (retry_on,)
-        return RetryIfException(*types)
+        return _on_error(retry_if_exception_type(*types))
+    if isinstance(retry_on, Policy):
+        return _on_error(retry_on)
     if callable(retry_on):
         return retry_on
     raise ConfigurationError(
         "retry_on", retry_on, "must be exception classes or a predicate on the exception"
     )
+
+
+def _on_error(condition: Policy[Any]) -> Callable[[BaseException], bool]:
+    return lambda error: condition(PolicyState(error=error)) is not None
+
+
+def _failed(state: PolicyState) -> bool:
+    return bool(state.fact("failed", False))
+
+
+def _out_of_scheduled_retries(state: PolicyState) -> bool:
+    # attempt − 1 retries are spent; the settings just produced decide the budget.
+    return state.attempt > int(state.fact("max_retries", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,44 +108,72 @@ class RetryPlan:
         if not callable(self.clock):
             raise ConfigurationError("clock", self.clock, "must be callable returning seconds")
 
-    def _after_result(
-        self, key: str, call: int, attempt: int, result: Any, invocation: Invocation, start: float
-    ) -> tuple[ControlRecord, bool]:
-        latency = self.clock() - start
-        error, note = check_error(self.sensor(result, invocation))
-        failed = error > self.retry_above
-        record = self.loop.update(
-            key,
-            error,
-            call=call,
-            attempt=attempt,
-            failed=failed,
-            latency_s=latency,
-            note=note,
+    @property
+    def policy(self) -> RetryPolicy:
+        """Retry a failed attempt while the updated settings allow it, after their delay."""
+        return RetryPolicy(
+            stop=stop_after_attempt(self.max_attempts) | when(_out_of_scheduled_retries),
+            wait=wait_fact("retry_delay_s"),
+            retry=when(_failed, "failed"),
         )
-        return record, failed and self._may_retry(record, attempt)
-
-    def _after_exception(
-        self, key: str, call: int, attempt: int, exc: BaseException, start: float
-    ) -> tuple[ControlRecord, bool]:
-        latency = self.clock() - start
-        record = self.loop.update(
-            key,
-            EXCEPTION_ERROR,
-            call=call,
-            attempt=attempt,
-            failed=True,
-            exception=f"{type(exc).__name__}: {exc}",
-            latency_s=latency,
-        )
-        return record, self._may_retry(record, attempt)
-
-    def _may_retry(self, record: ControlRecord, attempt: int) -> bool:
-        # attempt − 1 retries are spent; the settings just produced decide the budget.
-        return attempt <= record.settings.max_retries and attempt < self.max_attempts
 
     def _retryable(self, exc: BaseException) -> bool:
         return isinstance(exc, Exception) and bool(self.retry_if(exc))
+
+
+class _Call:
+    """One call's bookkeeping: each attempt's context, its measured error, its record."""
+
+    __slots__ = ("call", "invocation", "key", "plan", "records", "start")
+
+    def __init__(self, plan: RetryPlan, key: str, invocation: Invocation) -> None:
+        self.plan = plan
+        self.key = key
+        self.invocation = invocation
+        self.call = plan.loop.begin_call()
+        self.records: list[ControlRecord] = []
+        self.start = 0.0
+
+    def context(self, attempt: int) -> ControlContext:
+        ctx = self.plan.loop.context(self.key, attempt)
+        self.start = self.plan.clock()
+        return ctx
+
+    def observe(self, attempt: int, result: Any, exc: BaseException | None) -> dict[str, Any]:
+        """Update the PID with the attempt's error; the facts the retry policy reads."""
+        plan = self.plan
+        if exc is not None and not plan._retryable(exc):
+            return {"failed": False}  # passes straight through, the controller untouched
+        latency = plan.clock() - self.start
+        if exc is not None:
+            failed = True
+            record = plan.loop.update(
+                self.key,
+                EXCEPTION_ERROR,
+                call=self.call,
+                attempt=attempt,
+                failed=True,
+                exception=f"{type(exc).__name__}: {exc}",
+                latency_s=latency,
+            )
+        else:
+            error, note = check_error(plan.sensor(result, self.invocation))
+            failed = error > plan.retry_above
+            record = plan.loop.update(
+                self.key,
+                error,
+                call=self.call,
+                attempt=attempt,
+                failed=failed,
+                latency_s=latency,
+                note=note,
+            )
+        self.records.append(record)
+        return {
+            "failed": failed,
+            "max_retries": record.settings.max_retries,
+            "retry_delay_s": record.settings.retry_delay_ms / 1000.0,
+        }
 
 
 def run_sync(
@@ -125,28 +184,16 @@ def run_sync(
     sleep: Callable[[float], object],
 ) -> Attempts[T]:
     """Run ``attempt_fn`` under the controller, retrying synchronously."""
-    call = plan.loop.begin_call()
-    records: list[ControlRecord] = []
-    attempt = 0
-    while True:
-        attempt += 1
-        ctx = plan.loop.context(key, attempt)
-        start = plan.clock()
-        try:
-            result = attempt_fn(ctx)
-        except BaseException as exc:
-            if not plan._retryable(exc):
-                raise
-            record, again = plan._after_exception(key, call, attempt, exc, start)
-            records.append(record)
-            if not again:
-                raise
-        else:
-            record, again = plan._after_result(key, call, attempt, result, invocation, start)
-            records.append(record)
-            if not again:
-                return Attempts(result, tuple(records))
-        sleep(record.settings.retry_delay_ms / 1000.0)
+    call = _Call(plan, key, invocation)
+    done = retry_sync(
+        lambda n: attempt_fn(call.context(n)),
+        plan.policy,
+        sleep=sleep,
+        clock=plan.clock,
+        observe=call.observe,
+        passthrough=(),
+    )
+    return Attempts(done.unwrap(), tuple(call.records))
 
 
 async def run_async(
@@ -161,29 +208,21 @@ async def run_async(
     With ``enforce_timeout`` each attempt is cancelled after the scheduled timeout; the
     resulting ``TimeoutError`` is an attempt error like any other.
     """
-    call = plan.loop.begin_call()
-    records: list[ControlRecord] = []
-    attempt = 0
-    while True:
-        attempt += 1
-        ctx = plan.loop.context(key, attempt)
-        start = plan.clock()
-        try:
-            if plan.enforce_timeout:
-                async with asyncio.timeout(ctx.timeout_s):
-                    result = await attempt_fn(ctx)
-            else:
-                result = await attempt_fn(ctx)
-        except BaseException as exc:
-            if not plan._retryable(exc):
-                raise
-            record, again = plan._after_exception(key, call, attempt, exc, start)
-            records.append(record)
-            if not again:
-                raise
-        else:
-            record, again = plan._after_result(key, call, attempt, result, invocation, start)
-            records.append(record)
-            if not again:
-                return Attempts(result, tuple(records))
-        await sleep(record.settings.retry_delay_ms / 1000.0)
+    call = _Call(plan, key, invocation)
+
+    async def attempt(n: int) -> T:
+        ctx = call.context(n)
+        if plan.enforce_timeout:
+            async with asyncio.timeout(ctx.timeout_s):
+                return await attempt_fn(ctx)
+        return await attempt_fn(ctx)
+
+    done = await retry_async(
+        attempt,
+        plan.policy,
+        sleep=sleep,
+        clock=plan.clock,
+        observe=call.observe,
+        passthrough=(),
+    )
+    return Attempts(done.unwrap(), tuple(call.records))

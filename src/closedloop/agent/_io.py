@@ -9,6 +9,7 @@ passing faults), never the step's decisions.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from ..execution import (
 from ..models import Completion, Model
 from ..perception import Observation, ObservationStatus
 from ._inflight import race
-from ._records import ActionCall, HaltReason
+from ._records import ActionCall, HaltReason, RunUsageSummary
 from ._repeats import action_signature
 from ._tools import Tool, to_observation
 
@@ -167,6 +168,49 @@ class ModelPort:
         if completion is not None:
             self._charge(completion, usage)
         return ModelCall(completion, halt)
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        schema: Mapping[str, Any] | None,
+        tools: Sequence[Mapping[str, Any]] | None,
+        dual: bool,
+    ) -> tuple[list[ModelCall], RunUsageSummary]:
+        """The proposal's calls: the agent's model, and under dual verification a second,
+        independent sample (the verifier, or the same model hotter) at the same time."""
+        cfg = self._run.settings
+        usage = new_usage()
+        seed = cfg.seed + self._run.state.step
+        first = self.complete(
+            cfg.model,
+            messages,
+            usage,
+            schema=schema,
+            tools=tools,
+            seed=seed,
+            temperature=cfg.temperature,
+        )
+        if dual:
+            second = self.complete(
+                cfg.verifier or cfg.model,
+                messages,
+                usage,
+                schema=schema,
+                tools=tools,
+                seed=seed + 7919,
+                temperature=cfg.dual_temperature,
+            )
+            calls = list(await asyncio.gather(first, second))
+        else:
+            calls = [await first]
+        summary = RunUsageSummary(
+            model_calls=int(usage["model_calls"]),
+            prompt_tokens=int(usage["prompt_tokens"]),
+            completion_tokens=int(usage["completion_tokens"]),
+            cost=usage["cost"],
+        )
+        return calls, summary
 
 
 # --- tools ------------------------------------------------------------------------------

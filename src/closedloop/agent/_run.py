@@ -24,7 +24,7 @@ from ._deferred import DeferredRecords
 from ._inflight import Budget, cancel_waiter
 from ._io import ModelPort, ToolPort
 from ._projection import ProjectionOptions
-from ._protocols import SuccessMemory
+from ._protocols import SuccessMemory, same_value
 from ._reads import ReadRetry
 from ._records import HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._state import StateHandle, Task, TaskState, field_problems
@@ -194,6 +194,28 @@ class Run:
             ).items()
             if name in self.state.required_fields and self.state.required_fields[name] is not None
         }
+
+    def take_fields(self, fields: Mapping[str, Any]) -> tuple[dict[str, list[str]], bool]:
+        """Take the required fields a final answer gives; a field reserved for a tool
+        (``RequiredField.source``) must equal that tool's observed value. Returns what is
+        still wrong per field, and whether the task came closer to complete."""
+        state = self.state
+        specs = {f.name: f for f in self.task.required_fields}
+        given = {k: v for k, v in fields.items() if k in specs}
+        sourced: dict[str, list[str]] = {}
+        for name in list(given):
+            source = specs[name].source
+            if source is not None and not same_value(given[name], state.required_fields.get(name)):
+                sourced[name] = [f"must come from {source}'s answer, not from the model"]
+                del given[name]
+        before = self.complete_count()
+        merged = {**state.required_fields, **given}
+        problems = {**field_problems(self.task.required_fields, merged), **sourced}
+        for name, value in given.items():
+            if name not in problems:
+                state.required_fields[name] = value
+        self.refresh_fields()
+        return problems, self.complete_count() > before
 
     def complete_count(self) -> int:
         problems = field_problems(self.task.required_fields, self.state.required_fields)

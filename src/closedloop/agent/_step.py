@@ -35,9 +35,8 @@ reviewer adds a judge after the observation.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..control import ActuatorSettings, LyapunovVerdict, Protocol
@@ -46,14 +45,12 @@ from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._actuators import FINAL, Actuators, ControlUpdate, act_key
 from ._handover import freeze
-from ._io import ModelCall, new_usage
 from ._observe import absorb
 from ._projection import project, summarise_observation
-from ._protocols import agree, same_value
+from ._protocols import agree
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._repeats import action_signature, count_repeats
 from ._run import Run
-from ._state import field_problems
 from ._tools import Tool
 
 __all__ = ["NO_USAGE", "Controlled", "Judge", "ModelReply", "Outcome", "Step"]
@@ -178,15 +175,14 @@ class Step:
         pending = run.state.pending
         if pending is not None:  # the frozen action, as a human decided it
             run.state.pending = None
+            decided_note = ("the action frozen for a human decision, as decided",)
             if pending.kind == "tool" and pending.tool is not None:
                 call = ActionCall(tool=pending.tool, arguments=pending.arguments)
-                proposal = Proposal("tool", call=call)
+                decided = Proposal("tool", call=call, notes=decided_note)
             else:
-                proposal = Proposal("final", answer=pending.answer, fields=pending.fields)
-            note = "the action frozen for a human decision, as decided"
-            decided = Proposal(
-                proposal.kind, proposal.call, proposal.answer, proposal.fields, notes=(note,)
-            )
+                decided = Proposal(
+                    "final", answer=pending.answer, fields=pending.fields, notes=decided_note
+                )
             return ModelReply(decided, NO_USAGE, settings)
         visible = self.visible_tools()
         models = run.model_io
@@ -197,46 +193,10 @@ class Step:
             native_tools = [t.openai_schema() for t in visible if "tool" in kinds]
             if "final" in kinds:
                 native_tools.append(final_tool_schema(run.task.required_fields))
-        usage = new_usage()
-        request: dict[str, Any] = {
-            "schema": schema(True) if strict else None,
-            "tools": native_tools,
-        }
-        seed = cfg.seed + run.state.step
-        calls: list[ModelCall]
-        if run.control.protocol is Protocol.DUAL_VERIFICATION:
-            second = cfg.verifier or cfg.model
-            calls = list(
-                await asyncio.gather(
-                    models.complete(
-                        cfg.model,
-                        messages,
-                        usage,
-                        seed=seed,
-                        temperature=cfg.temperature,
-                        **request,
-                    ),
-                    models.complete(
-                        second,
-                        messages,
-                        usage,
-                        seed=seed + 7919,
-                        temperature=cfg.dual_temperature,
-                        **request,
-                    ),
-                )
-            )
-        else:
-            calls = [
-                await models.complete(
-                    cfg.model, messages, usage, seed=seed, temperature=cfg.temperature, **request
-                )
-            ]
-        summary = RunUsageSummary(
-            model_calls=int(usage["model_calls"]),
-            prompt_tokens=int(usage["prompt_tokens"]),
-            completion_tokens=int(usage["completion_tokens"]),
-            cost=usage["cost"],
+        schema_now = schema(True) if strict else None
+        dual = run.control.protocol is Protocol.DUAL_VERIFICATION
+        calls, summary = await models.sample(
+            messages, schema=schema_now, tools=native_tools, dual=dual
         )
         halts = [c.halt for c in calls if c.halt is not None]
         if halts:
@@ -253,15 +213,7 @@ class Step:
         if len(proposals) == 2:
             proposal, note = agree(proposals[0], proposals[1])
             if note not in proposal.notes:
-                proposal = Proposal(
-                    proposal.kind,
-                    proposal.call,
-                    proposal.answer,
-                    proposal.fields,
-                    proposal.plan,
-                    proposal.errors,
-                    (*proposal.notes, note),
-                )
+                proposal = replace(proposal, notes=(*proposal.notes, note))
         return ModelReply(proposal, summary, settings, None, strict)
 
     # --- validate, act, observe, measure -------------------------------------------------
@@ -347,22 +299,7 @@ class Step:
         run = self.run
         state = run.state
         p = reply.proposal
-        specs = {f.name: f for f in run.task.required_fields}
-        given = {k: v for k, v in p.fields.items() if k in specs}
-        sourced: dict[str, list[str]] = {}
-        for name in list(given):
-            source = specs[name].source
-            if source is not None and not same_value(given[name], state.required_fields.get(name)):
-                sourced[name] = [f"must come from {source}'s answer, not from the model"]
-                del given[name]
-        before = run.complete_count()
-        merged = {**state.required_fields, **given}
-        problems = {**field_problems(run.task.required_fields, merged), **sourced}
-        for name, value in given.items():
-            if name not in problems:
-                state.required_fields[name] = value
-        run.refresh_fields()
-        progress = run.complete_count() > before
+        problems, progress = run.take_fields(p.fields)
         if problems:
             text = "; ".join(f"{n}: {', '.join(ps)}" for n, ps in problems.items())
             note = (
@@ -432,7 +369,7 @@ class Step:
             note = f"dimension reduction: {tool.name} is not a core step and was skipped"
             state.notes.append(note)
             notes, halt = await judge(call, None) if judge else ([], None)
-            return _with(base, error=0.0, notes=[note, *notes], halt=halt)
+            return replace(base, error=0.0, notes=[note, *notes], halt=halt)
         signature = action_signature(call.tool, call.arguments)
         repeats = count_repeats(signature, state.signatures, run.settings.repeat_window)
         if repeats and run.tool_io.allows_repeat(tool, signature):
@@ -449,14 +386,14 @@ class Step:
             state.notes.append(hint)
             state.failures.append(f"repeated action {call.tool} ({repeats}x)")
             notes, halt = await judge(call, None) if judge else ([], None)
-            return _with(base, error=1.0, notes=[hint, *notes], halt=halt)
+            return replace(base, error=1.0, notes=[hint, *notes], halt=halt)
         # act: under the tool's own settings, handed on from its last update
         settings = await self.settings(act_key(tool.name))
         ran = await run.tool_io.run(tool, call, settings)
-        acted = _with(base, step_type=act_key(tool.name), settings=settings, retries=ran.retries)
+        acted = replace(base, step_type=act_key(tool.name), settings=settings, retries=ran.retries)
         if ran.observation is None or ran.outcome is None:
             note = f"the call to {tool.name} was cut off ({ran.halt})"
-            return _with(acted, error=1.0, measured=False, notes=[note], halt=ran.halt)
+            return replace(acted, error=1.0, measured=False, notes=[note], halt=ran.halt)
         if ran.outcome.status is OutcomeStatus.CONFIRMATION_REQUIRED:
             # Nothing ran: once confirmed, the same call must not count as a repeat.
             state.signatures = state.signatures[:-1]
@@ -475,7 +412,7 @@ class Step:
             else []
         )
         notes, judged = await judge(call, observation) if judge else ([], None)
-        return _with(
+        return replace(
             acted,
             proposal_error=0.0,
             error=error,
@@ -602,8 +539,3 @@ class Step:
     ) -> StepRecord:
         """From a proposal to the step's record: :meth:`decide`, then :meth:`close`."""
         return await self.close(await self.decide(reply, key, phase, judge))
-
-
-def _with(outcome: Outcome, **changes: Any) -> Outcome:
-    values = {name: getattr(outcome, name) for name in Outcome.__dataclass_fields__}
-    return Outcome(**{**values, **changes})

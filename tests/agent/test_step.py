@@ -62,7 +62,7 @@ async def test_the_tools_error_reaches_its_next_call_as_its_settings() -> None:
     assert second.actuators["model_u"] == 0.0
 
 
-async def test_a_refused_proposal_feeds_only_the_proposing_key() -> None:
+async def test_a_refused_proposal_raises_the_next_proposals_control_signal() -> None:
     model = scripted({"tool": "nope", "arguments": {}}, final("done"))
     agent, _ = make_agent(model, [lambda_free_tool])
     result = await agent.run("go")

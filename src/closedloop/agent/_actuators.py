@@ -18,7 +18,8 @@ key                    what its error measures, and what its output drives
 =====================  ==========================================================
 
 A step feeds at most two of them: its proposing key with the proposal's error, then its
-acting key (the tool, ``final``) with the action's. Every update hands back the settings
+acting key (the tool, ``final``) with the action's; a proposal refused before anything
+ran feeds its proposing key alone. Every update hands back the settings
 the next step acts on, as one value (:class:`Actuators`), so the control signal travels
 forward from the update to the action instead of being asked for again.
 """

@@ -55,7 +55,7 @@ class LoopSettings:
     native: bool
     verifier: Model | None
     dual_temperature: float
-    reviewer: Any  # a _modes.Reviewer or ModelReviewer
+    reviewer: Any  # a _review.Reviewer or ModelReviewer
     max_replans: int
     max_plan_steps: int
     max_sendbacks: int

@@ -10,10 +10,12 @@ run in the order of the loop, each taking what the one before returned::
     act      ─► ToolRun | final          the tool through ToolPort (its own settings), or
                                          the final answer under the completion predicate
     observe  ─► (entry, progress)        the observation into the task state
-    measure  ─► e ∈ [0, 1]               the step type's error metric (Gao 2003's e(t))
+    measure  ─► e ∈ [0, 1]               the step type's error metric, the loop's e(t)
                 └──► Outcome             everything the acting stages concluded
-    control  ─► Controlled               PID update(s) → u → ActuatorSettings for the next
-                                         step; ESO → f_est → protocol; Lyapunov on quality
+    control  ─► Controlled               PID update(s) (Åström & Hägglund) → u →
+                                         ActuatorSettings for the next step; an extended
+                                         state observer (Han 2009, Gao 2003) → f_est →
+                                         protocol; a Lyapunov monitor on task quality
     halt     ─► HaltReason | None        the outcome's own, else the run's stop checks
     record   ─► StepRecord               then ``Run.fold`` saves or ends the run
 
@@ -23,8 +25,10 @@ scheme is in ``_actuators.py``: ``propose:<role>``, ``plan``, the tool's name,
 inside a new ``Actuators`` value, which ``Run.fold`` keeps and the next step starts
 from. There ``propose`` reads the proposing key's settings (strict decoding, the rigour
 prompt) and ``act`` the tool's (timeout, retry delay, attempts). A step whose proposal
-reached an action feeds two keys: the proposing key with the proposal's error (0
-accepted, 1 refused), then the acting key with the action's. A step that measured
+got as far as an action (a tool that ran, a final answer judged) feeds two keys: the
+proposing key with the proposal's error (0, or 1 for a final answer refused as
+incomplete), then the acting key with the action's. A proposal refused before anything
+ran (schema, phase, a repeat) feeds its proposing key alone. A step that measured
 nothing (a call cut off, a freeze for a human) leaves every controller as it was.
 
 The model and the tools are reached only through ``Run.model_io`` and ``Run.tool_io``

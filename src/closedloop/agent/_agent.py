@@ -31,7 +31,6 @@ from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
-from ._loop import LoopSettings, Run
 from ._modes import MODES
 from ._prewarm import trace_with_notes
 from ._projection import ProjectionOptions
@@ -40,6 +39,7 @@ from ._records import HaltReason, RunResult, StepRecord
 from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
 from ._review import ModelReviewer, Reviewer, code_reviewer
+from ._run import LoopSettings, Run
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
 from ._stop import (
     StopFn,

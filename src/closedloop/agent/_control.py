@@ -307,6 +307,12 @@ class ControllerBank:
 
     async def update(self, key: str, error: float) -> tuple[float, tuple[float, float, float]]:
         """Feed one step's error; returns the new u and the PID's (P, I, D) terms."""
+        u, components, _ = await self.feed(key, error)
+        return u, components
+
+    async def feed(self, key: str, error: float) -> tuple[float, tuple[float, float, float], float]:
+        """:meth:`update`, plus the output the next step acts on (what :meth:`output`
+        answers from now on), so a caller can pass it forward instead of asking again."""
         pid = await self.ensure(key)
         e = min(1.0, max(0.0, float(error)))
         u = pid(1.0 - e, dt=1.0)
@@ -314,7 +320,7 @@ class ControllerBank:
         history.append(e)
         del history[: -self.config.history_window]
         await self.store.record_put(self.config.namespace, key, {"errors": list(history)})
-        return u, pid.components
+        return u, pid.components, _output(pid)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from ._loop import Run
 from ._modes import step
 from ._records import HaltReason, RunResult, StepRecord
+from ._run import Run
 
 __all__ = ["AgentRun", "drive"]
 

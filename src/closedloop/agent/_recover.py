@@ -19,8 +19,8 @@ from ..execution import EffectLedger
 from ..feedback import StateStore
 from ._control import ControllerBank
 from ._inflight import Budget
-from ._loop import LoopSettings, Run
 from ._resume import spec_from_state
+from ._run import LoopSettings, Run
 from ._state import StateHandle, Task
 from ._trace import TraceSink
 

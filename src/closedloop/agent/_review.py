@@ -11,10 +11,10 @@ from .._exceptions import ConfigurationError
 from .._validation import require_unit_interval
 from ..models import Model
 from ..perception import Observation, ObservationStatus
-from ._io import call_model
-from ._loop import Run
+from ._io import new_usage
 from ._projection import summarise_observation
 from ._records import ActionCall
+from ._run import Run
 from ._state import PlanStep
 
 __all__ = ["ModelReviewer", "ReviewRequest", "ReviewVerdict", "Reviewer", "code_reviewer", "review"]
@@ -94,21 +94,19 @@ class ModelReviewer:
 async def review(run: Run, request: ReviewRequest) -> ReviewVerdict:
     reviewer = run.settings.reviewer
     if isinstance(reviewer, ModelReviewer):
-        usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0}
-        completion, _halt, failure = await call_model(
-            run,
+        answer = await run.model_io.complete(
             reviewer.model or run.settings.model,
             reviewer.messages(request),
-            usage,
+            new_usage(),
             schema=ModelReviewer.SCHEMA,
             tools=None,
             seed=run.settings.seed,
             temperature=0.0,
             max_tokens=reviewer.max_tokens,
         )
-        data = completion.parsed if completion is not None else None
+        data = answer.completion.parsed if answer.completion is not None else None
         if not isinstance(data, Mapping):
-            return ReviewVerdict(False, failure or "the reviewer gave no usable verdict")
+            return ReviewVerdict(False, answer.failure or "the reviewer gave no usable verdict")
         return ReviewVerdict(bool(data.get("complete")), str(data.get("reason", "")))
     verdict: Any = reviewer(request)
     if inspect.isawaitable(verdict):

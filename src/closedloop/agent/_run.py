@@ -1,72 +1,35 @@
-"""One run's state machine: time and stop checks, fields, closing a step, ending the run.
+"""One run's state: what persists from one step to the next, its halt checks, its end.
 
-``_io.py`` makes the model and tool calls and ``_modes.py`` strings everything into steps
-(ReAct, plan-and-execute, planner/executor/reviewer); this module owns what every step
-ends with, in the order of docs/architecture.md: state update by compare-and-set → control
-update (PID, ESO → protocol, Lyapunov) → trace record → halt check.
+A step (``_step.py``) reads the run and returns a ``StepRecord`` and the ``Actuators`` the
+next step acts on; :meth:`Run.fold` takes both in and saves the task state by
+compare-and-set, or ends the run on the record's halt (:meth:`Run.finish`). Everything a
+step needs only while it runs stays in the values its stages return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._exceptions import StateError
-from ..control import ActuatorSettings, LyapunovVerdict
 from ..decision import HybridController, default_rules
 from ..execution import Confirmation, EffectLedger, Executor
 from ..feedback import StateStore
-from ..models import Model
 from ..perception import Observation, ObservationStatus
-from ._control import ControlConfig, ControllerBank, TaskControl
+from ._actuators import Actuators, Controllers
+from ._control import ControllerBank, TaskControl
 from ._deferred import DeferredRecords
 from ._inflight import Budget, cancel_waiter
-from ._projection import ProjectionOptions
-from ._protocols import SuccessMemory
-from ._reads import ReadRetry
-from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
+from ._io import ModelPort, ToolPort
+from ._protocols import SuccessMemory, same_value
+from ._records import HaltReason, RunResult, RunUsageSummary, StepRecord
+from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState, field_problems
-from ._stop import LoopState, StopPolicy
-from ._tools import Tool
+from ._stop import LoopState
 from ._trace import TraceSink
 from ._validate import Validator
 
-__all__ = ["LoopSettings", "Run"]
-
-Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopSettings:
-    """Everything an :class:`~closedloop.agent.Agent` fixes for its runs."""
-
-    model: Model
-    tools: Mapping[str, Tool]
-    mode: str
-    max_steps: int
-    deadline_s: float
-    stop: StopPolicy
-    control: ControlConfig
-    max_tokens: int
-    temperature: float
-    seed: int
-    native: bool
-    verifier: Model | None
-    dual_temperature: float
-    reviewer: Any  # a _modes.Reviewer or ModelReviewer
-    max_replans: int
-    max_plan_steps: int
-    max_sendbacks: int
-    repeat_window: int
-    observation_chars: int
-    keep_observations: int
-    projection: ProjectionOptions
-    format_answer: Callable[[str, Mapping[str, Any]], str] | None
-    clock: Callable[[], float]
-    wall_clock: Callable[[], float]
-    sleep: Sleep
-    read_retry: ReadRetry = field(default_factory=ReadRetry)
+__all__ = ["LoopSettings", "Run"]  # LoopSettings is re-exported from _settings.py
 
 
 class Run:
@@ -97,13 +60,17 @@ class Run:
         self.budget = budget
         self.cancel = cancel
         self._cancel_wait = cancel_waiter(cancel)
-        self.bank = bank
+        self.controllers = Controllers(bank)
+        self.actuators = Actuators()  # the settings each key acts on; a step hands them on
+        # A human's approval covers the one frozen action only (taken by its execution).
         self.confirmation = confirmation
         self.validator = Validator(settings.tools)
         deferred = bank.store if isinstance(bank.store, DeferredRecords) else None
         self.deferred = deferred
         self.memory = SuccessMemory(store if deferred is None else deferred)
-        self.executor = Executor(EffectLedger(store), sleep=settings.sleep)
+        # The two doors to the outside: every model call and every tool call goes through one.
+        self.model_io = ModelPort(self)
+        self.tool_io = ToolPort(self, Executor(EffectLedger(store), sleep=settings.sleep))
         setpoint = task.complexity if task.complexity is not None else settings.control.setpoint
         self.control = TaskControl(settings.control, setpoint)
         self.control.restore(state.control)
@@ -112,12 +79,7 @@ class Run:
         self.rules = HybridController(default_rules(), tolerance=0.0, clock=settings.wall_clock)
         self.records: list[StepRecord] = []
         self.result: RunResult | None = None
-        self.pending = state.pending
-        self.grammar_ok = True
-        self.last_errors: dict[str, float] = {}
-        self.step_retries: list[dict[str, Any]] = []  # this step's read retries (_io.execute)
-        self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
-        self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
+        self.last_errors: dict[str, float] = {}  # key -> its last measured error
         self._started = settings.clock()
         self._elapsed_before = state.elapsed_s
         # Set by agent/_recover.py: the next step record says the task resumed here.
@@ -195,6 +157,28 @@ class Run:
             if name in self.state.required_fields and self.state.required_fields[name] is not None
         }
 
+    def take_fields(self, fields: Mapping[str, Any]) -> tuple[dict[str, list[str]], bool]:
+        """Take the required fields a final answer gives; a field reserved for a tool
+        (``RequiredField.source``) must equal that tool's observed value. Returns what is
+        still wrong per field, and whether the task came closer to complete."""
+        state = self.state
+        specs = {f.name: f for f in self.task.required_fields}
+        given = {k: v for k, v in fields.items() if k in specs}
+        sourced: dict[str, list[str]] = {}
+        for name in list(given):
+            source = specs[name].source
+            if source is not None and not same_value(given[name], state.required_fields.get(name)):
+                sourced[name] = [f"must come from {source}'s answer, not from the model"]
+                del given[name]
+        before = self.complete_count()
+        merged = {**state.required_fields, **given}
+        problems = {**field_problems(self.task.required_fields, merged), **sourced}
+        for name, value in given.items():
+            if name not in problems:
+                state.required_fields[name] = value
+        self.refresh_fields()
+        return problems, self.complete_count() > before
+
     def complete_count(self) -> int:
         problems = field_problems(self.task.required_fields, self.state.required_fields)
         return len(self.task.required_fields) - len(problems)
@@ -208,7 +192,7 @@ class Run:
         incomplete = field_problems(self.task.required_fields, self.state.required_fields)
         return "collecting" if incomplete else "committing"
 
-    # --- closing a step ------------------------------------------------------------------
+    # --- folding a step in ------------------------------------------------------------------
 
     async def save(self) -> None:
         """Save the task state by compare-and-set, with the hints that wait for it."""
@@ -220,99 +204,27 @@ class Run:
                 self.deferred.requeue(waiting)
             raise
 
-    async def close_step(
-        self,
-        *,
-        step_type: str,
-        error: float,
-        u_used: float,
-        settings: ActuatorSettings,
-        usage: RunUsageSummary,
-        model_u: float | None = None,
-        action: ActionCall | None = None,
-        final_answer: str | None = None,
-        validation_errors: Sequence[str] = (),
-        observation: dict[str, Any] | None = None,
-        notes: Sequence[str] = (),
-        progress: bool = False,
-        halt: HaltReason | None = None,
-        strict: bool = False,
-        phase: str | None = None,
-        measured: bool = True,
-        retries: Sequence[Mapping[str, Any]] = (),
-    ) -> StepRecord:
-        """Update the controllers and the state, persist it, record the step, check the end.
-
-        ``measured=False`` for steps that measured nothing (a call cut off by the deadline,
-        a freeze for a human): controllers, estimator and monitors stay as they were.
-        """
+    def advance(self, progress: bool) -> None:
+        """Count the step in the state (before its halt check reads the state)."""
         state = self.state
-        e = min(1.0, max(0.0, error))
-        if measured:
-            u, components = await self.bank.update(step_type, e)
-            self.last_errors[step_type] = e
-            reading = self.control.observe(u_used, 1.0 - e, self.completion())
-            f_est, protocol, quality = reading.f_est, reading.protocol, reading.quality
-            lyapunov: LyapunovVerdict | None = reading.verdict
-        else:
-            u = await self.bank.output(step_type)
-            components = (await self.bank.ensure(step_type)).components
-            if self.records:  # nothing new was measured: the signals hold their last values
-                e, quality = self.records[-1].error, self.records[-1].quality
-            else:
-                quality = 1.0 - e
-            f_est, protocol = self.control.f_est, self.control.protocol
-            lyapunov = self.control.steps.last
         state.no_progress_steps = 0 if progress else state.no_progress_steps + 1
         state.step += 1
         state.elapsed_s = self.elapsed()
         state.control = self.control.snapshot()
         state.failures = state.failures[-20:]
-        if halt is None:
-            halt = self.stop_reason()
-        actuators = {
-            **settings.as_dict(),
-            "model": self.settings.model.name,
-            "tool_calling": "native" if self.settings.native else "json",
-            "constrained_decoding": strict,
-        }
-        if model_u is not None:
-            actuators["model_u"] = model_u
-        record = StepRecord(
-            run_id=state.run_id,
-            task_id=state.task_id,
-            step=state.step - 1,
-            t_s=state.elapsed_s,
-            phase=phase or state.phase,
-            mode=self.settings.mode,
-            step_type=step_type,
-            action=action,
-            final_answer=final_answer,
-            validation_errors=list(validation_errors),
-            observation=observation,
-            error=e,
-            control=u,
-            pid_components=components,
-            quality=quality,
-            f_est=f_est,
-            protocol=protocol.value,
-            actuators=actuators,
-            lyapunov_v=None if lyapunov is None else lyapunov.V,
-            lyapunov_dv=None if lyapunov is None else lyapunov.dV,
-            repeat_count=state.repeat_count,
-            retries=[dict(r) for r in retries],
-            notes=list(notes) if self.resume_note is None else [self.resume_note, *notes],
-            usage=usage,
-            halt=halt,
-        )
+
+    async def fold(self, record: StepRecord, actuators: Actuators) -> None:
+        """Take in what a step returned: its record, the settings the next step acts on;
+        then save the state by compare-and-set, or end the run on the record's halt."""
+        self.actuators = actuators
         self.resume_note = None
         self.records.append(record)
         await self.sink.write(record)
-        if halt is None:
+        if record.halt is None:
             await self.save()
         else:
-            await self.finish(halt, answer=final_answer if halt is HaltReason.FINAL else None)
-        return record
+            answer = record.final_answer if record.halt is HaltReason.FINAL else None
+            await self.finish(record.halt, answer=answer)
 
     async def finish(
         self, halt: HaltReason, *, answer: str | None = None, message: str = ""

@@ -1,0 +1,105 @@
+"""The control signal → actuator settings, and the key scheme of the step's controllers.
+
+One PID per key (:class:`~closedloop.agent._control.ControllerBank`), one key per thing
+the loop can do well or badly. The scheme, in one place:
+
+=====================  ==========================================================
+key                    what its error measures, and what its output drives
+=====================  ==========================================================
+``propose:<role>``     whether the model's proposal was accepted (0) or refused (1);
+                       drives the model's settings (strict decoding, rigour prompt).
+                       Roles: ``react``, ``executor`` (planner / executor / reviewer),
+                       ``finishing`` (the plan modes' final answer).
+``plan``               the planner's proposal in the plan modes, and the planned
+                       calls that plan-and-execute runs without asking the model.
+``<tool name>``        the tool's answer under its error metric; drives the tool's
+                       timeout, retry delay and attempts.
+``final``              a final answer: accepted (0) or refused (1).
+=====================  ==========================================================
+
+A step feeds at most two of them: its proposing key with the proposal's error, then its
+acting key (the tool, ``final``) with the action's; a proposal refused before anything
+ran feeds its proposing key alone. Every update hands back the settings
+the next step acts on, as one value (:class:`Actuators`), so the control signal travels
+forward from the update to the action instead of being asked for again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..control import ActuatorSettings
+from ._control import ControllerBank
+
+__all__ = ["FINAL", "PLAN", "Actuators", "ControlUpdate", "Controllers", "act_key", "propose_key"]
+
+PLAN = "plan"
+"""The planner's key (and plan-and-execute's planned calls)."""
+FINAL = "final"
+"""The key of a final answer."""
+
+
+def propose_key(role: str) -> str:
+    """The key of the model proposing as ``role`` (``react``, ``executor``, ``finishing``)."""
+    return f"propose:{role}"
+
+
+def act_key(tool: str) -> str:
+    """The key of running ``tool``: its name."""
+    return tool
+
+
+@dataclass(frozen=True, slots=True)
+class Actuators:
+    """The actuator settings per key that one step hands to the next.
+
+    Holds the keys this run has fed; a key it has not fed yet starts from the bank's
+    warm start (the history of earlier runs), read once by :meth:`Controllers.settings`.
+    """
+
+    by_key: Mapping[str, ActuatorSettings] = field(default_factory=dict)
+
+    def get(self, key: str) -> ActuatorSettings | None:
+        return self.by_key.get(key)
+
+    def updated(self, key: str, settings: ActuatorSettings) -> Actuators:
+        return Actuators(MappingProxyType({**self.by_key, key: settings}))
+
+
+@dataclass(frozen=True, slots=True)
+class ControlUpdate:
+    """One key's controller after a step: its output ``u``, the PID's (P, I, D) terms, and
+    the settings every key acts on next step."""
+
+    key: str
+    u: float
+    components: tuple[float, float, float]
+    actuators: Actuators
+
+
+class Controllers:
+    """The bank of PIDs seen through the key scheme, with the schedule u → settings."""
+
+    def __init__(self, bank: ControllerBank) -> None:
+        self.bank = bank
+        self.schedule = bank.config.schedule
+
+    async def settings(self, actuators: Actuators, key: str) -> ActuatorSettings:
+        """What ``key`` acts on now: the value handed forward, else the warm start."""
+        carried = actuators.get(key)
+        if carried is not None:
+            return carried
+        return self.schedule(await self.bank.output(key))
+
+    async def update(self, actuators: Actuators, key: str, error: float) -> ControlUpdate:
+        """Feed ``key`` one error in [0, 1]; the returned actuators carry its new setting."""
+        u, components, next_u = await self.bank.feed(key, error)
+        return ControlUpdate(key, u, components, actuators.updated(key, self.schedule(next_u)))
+
+    async def held(self, actuators: Actuators, key: str) -> ControlUpdate:
+        """A step that measured nothing: ``key`` keeps its output and its terms."""
+        pid = await self.bank.ensure(key)
+        u = (await self.settings(actuators, key)).u
+        return ControlUpdate(key, u, pid.components, actuators)

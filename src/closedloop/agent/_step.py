@@ -1,0 +1,545 @@
+"""One step of the loop, top to bottom.
+
+A :class:`Step` is made from the run (what persists across steps) and the
+:class:`~closedloop.agent._actuators.Actuators` the previous step handed on. Its stages
+run in the order of the loop, each taking what the one before returned::
+
+    project  ─► messages                 the task state as the model's context
+    propose  ─► ModelReply               a Proposal, its usage, the proposing key's settings
+    validate ─► [reasons]                schema, phase, dependencies; refused: nothing runs
+    act      ─► ToolRun | final          the tool through ToolPort (its own settings), or
+                                         the final answer under the completion predicate
+    observe  ─► (entry, progress)        the observation into the task state
+    measure  ─► e ∈ [0, 1]               the step type's error metric, the loop's e(t)
+                └──► Outcome             everything the acting stages concluded
+    control  ─► Controlled               PID update(s) (Åström & Hägglund) → u →
+                                         ActuatorSettings for the next step; an extended
+                                         state observer (Han 2009, Gao 2003) → f_est →
+                                         protocol; a Lyapunov monitor on task quality
+    halt     ─► HaltReason | None        the outcome's own, else the run's stop checks
+    record   ─► StepRecord               then ``Run.fold`` saves or ends the run
+
+Where u goes. ``control`` feeds the error to the PID of the outcome's key (the key
+scheme is in ``_actuators.py``: ``propose:<role>``, ``plan``, the tool's name,
+``final``); the update returns the key's next :class:`~closedloop.control.ActuatorSettings`
+inside a new ``Actuators`` value, which ``Run.fold`` keeps and the next step starts
+from. There ``propose`` reads the proposing key's settings (strict decoding, the rigour
+prompt) and ``act`` the tool's (timeout, retry delay, attempts). A step whose proposal
+got as far as an action (a tool that ran, a final answer judged) feeds two keys: the
+proposing key with the proposal's error (0, or 1 for a final answer refused as
+incomplete), then the acting key with the action's. A proposal refused before anything
+ran (schema, phase, a repeat) feeds its proposing key alone. A step that measured
+nothing (a call cut off, a freeze for a human) leaves every controller as it was.
+
+The model and the tools are reached only through ``Run.model_io`` and ``Run.tool_io``
+(``_io.py``). The modes (``_modes.py``) arrange these stages: ReAct proposes and acts
+every step; plan-and-execute proposes a plan and acts it out; planner / executor /
+reviewer adds a judge after the observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..control import ActuatorSettings, LyapunovVerdict, Protocol
+from ..execution import OutcomeStatus
+from ..perception import Observation, ObservationStatus
+from ._actions import Proposal, final_tool_schema, parse_proposal
+from ._actuators import FINAL, Actuators, ControlUpdate, act_key
+from ._handover import freeze
+from ._observe import absorb
+from ._projection import project, summarise_observation
+from ._protocols import agree
+from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
+from ._repeats import action_signature, count_repeats
+from ._run import Run
+from ._tools import Tool
+
+__all__ = ["NO_USAGE", "Controlled", "Judge", "ModelReply", "Outcome", "Step"]
+
+Judge = Callable[
+    [ActionCall | None, Observation | None], Awaitable[tuple[list[str], HaltReason | None]]
+]
+"""Plan modes decide what a step's outcome means for the plan (advance, send back, replan)."""
+NO_USAGE = RunUsageSummary()
+Schema = Callable[[bool], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What the propose stage returns: the proposal, its cost, the proposing key's
+    settings it was made under, or why the run must halt."""
+
+    proposal: Proposal
+    usage: RunUsageSummary
+    settings: ActuatorSettings
+    halt: HaltReason | None = None
+    strict: bool = False
+
+    @property
+    def u(self) -> float:
+        return self.settings.u
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What the acting stages concluded; ``control``, ``halt`` and ``record`` read only this.
+
+    ``step_type`` is the acting key and ``error`` its measured error. ``proposal_error``,
+    when set, is fed first to ``proposing_key``. ``settings`` are the ones the action ran
+    under (the tool's), or None for the proposal's. ``measured=False``: nothing was
+    measured, the controllers hold.
+    """
+
+    reply: ModelReply
+    proposing_key: str
+    step_type: str
+    phase: str
+    error: float = 0.0
+    measured: bool = True
+    proposal_error: float | None = None
+    settings: ActuatorSettings | None = None
+    action: ActionCall | None = None
+    final_answer: str | None = None
+    validation_errors: Sequence[str] = ()
+    observation: dict[str, Any] | None = None
+    notes: Sequence[str] = ()
+    progress: bool = False
+    halt: HaltReason | None = None
+    retries: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Controlled:
+    """What the control stage concluded: the acting key's update (its ``actuators`` are
+    the next step's), and the task-level reading (step quality, f_est, protocol, V)."""
+
+    update: ControlUpdate
+    error: float
+    quality: float
+    f_est: float
+    protocol: Protocol
+    lyapunov: LyapunovVerdict | None
+
+
+class Step:
+    """One step over ``run``, starting from the ``actuators`` the last step handed on."""
+
+    def __init__(self, run: Run, actuators: Actuators) -> None:
+        self.run = run
+        self.actuators = actuators
+
+    async def settings(self, key: str) -> ActuatorSettings:
+        """The settings ``key`` acts on in this step."""
+        return await self.run.controllers.settings(self.actuators, key)
+
+    def visible_tools(self) -> list[Tool]:
+        """The tools the model is shown: under dimension reduction, the core ones only."""
+        tools = list(self.run.settings.tools.values())
+        if self.run.control.protocol is Protocol.DIMENSION_REDUCTION:
+            return [t for t in tools if t.core]
+        return tools
+
+    # --- project, propose ----------------------------------------------------------------
+
+    def project(
+        self,
+        kinds: frozenset[str],
+        visible: Sequence[Tool],
+        settings: ActuatorSettings,
+        notes: Sequence[str],
+    ) -> list[dict[str, str]]:
+        """The task state as this step's messages; the notes for the model are used up."""
+        run, cfg = self.run, self.run.settings
+        messages = project(
+            run.state,
+            tools=visible,
+            required=run.task.required_fields,
+            kinds=kinds,
+            native=cfg.native,
+            settings=settings,
+            rigour=cfg.control.rigour_prompt,
+            max_steps=cfg.max_steps,
+            protocol=run.control.protocol.value,
+            options=cfg.projection,
+            extra_notes=notes,
+        )
+        run.state.notes = []
+        return messages
+
+    async def propose(
+        self, kinds: frozenset[str], schema: Schema, key: str, notes: tuple[str, ...] = ()
+    ) -> ModelReply:
+        """This step's proposal: the frozen action after a resume, else the model's (two
+        samples that must agree under dual verification)."""
+        run, cfg = self.run, self.run.settings
+        settings = await self.settings(key)
+        pending = run.state.pending
+        if pending is not None:  # the frozen action, as a human decided it
+            run.state.pending = None
+            decided_note = ("the action frozen for a human decision, as decided",)
+            if pending.kind == "tool" and pending.tool is not None:
+                call = ActionCall(tool=pending.tool, arguments=pending.arguments)
+                decided = Proposal("tool", call=call, notes=decided_note)
+            else:
+                decided = Proposal(
+                    "final", answer=pending.answer, fields=pending.fields, notes=decided_note
+                )
+            return ModelReply(decided, NO_USAGE, settings)
+        visible = self.visible_tools()
+        models = run.model_io
+        strict = settings.strictness.value == "strict" and not cfg.native and models.grammar_ok
+        messages = self.project(kinds, visible, settings, notes)
+        native_tools = None
+        if cfg.native and ("tool" in kinds or "final" in kinds):
+            native_tools = [t.openai_schema() for t in visible if "tool" in kinds]
+            if "final" in kinds:
+                native_tools.append(final_tool_schema(run.task.required_fields))
+        schema_now = schema(True) if strict else None
+        dual = run.control.protocol is Protocol.DUAL_VERIFICATION
+        calls, summary = await models.sample(
+            messages, schema=schema_now, tools=native_tools, dual=dual
+        )
+        halts = [c.halt for c in calls if c.halt is not None]
+        if halts:
+            return ModelReply(Proposal("invalid"), summary, settings, halts[0], strict)
+        failures = [c.failure for c in calls if c.failure is not None]
+        if failures:
+            return ModelReply(Proposal("invalid", errors=tuple(failures)), summary, settings)
+        proposals = [
+            parse_proposal(c.completion, native=cfg.native)
+            for c in calls
+            if c.completion is not None
+        ]
+        proposal = proposals[0]
+        if len(proposals) == 2:
+            proposal, note = agree(proposals[0], proposals[1])
+            if note not in proposal.notes:
+                proposal = replace(proposal, notes=(*proposal.notes, note))
+        return ModelReply(proposal, summary, settings, None, strict)
+
+    # --- validate, act, observe, measure -------------------------------------------------
+
+    async def decide(
+        self, reply: ModelReply, key: str, phase: str, judge: Judge | None = None
+    ) -> Outcome:
+        """Everything after the proposal: halt, handover, validation, then the action."""
+        run = self.run
+        if reply.halt is not None:
+            return Outcome(
+                reply=reply,
+                proposing_key=key,
+                step_type=key,
+                phase=phase,
+                error=1.0,
+                measured=False,
+                halt=reply.halt,
+                notes=[f"the model call was cut off ({reply.halt.value})"],
+            )
+        if run.control.protocol is Protocol.MANUAL_HANDOVER:
+            reason = f"f_est {run.control.f_est:.2f} reached the manual-handover level"
+            return await self.handover(reply, key, phase, reason)
+        errors = self.validate(reply)
+        if errors:
+            return await self.refuse(reply, key, errors, phase, judge)
+        if reply.proposal.kind == "final":
+            return await self.act_final(reply, key, phase, judge)
+        return await self.act_tool(reply, key, phase, judge)
+
+    def validate(self, reply: ModelReply) -> list[str]:
+        """Why the proposal's kind is refused in this phase (empty: go on)."""
+        p = reply.proposal
+        if p.kind == "invalid":
+            return list(p.errors) or ["no usable reply"]
+        return self.run.validator.kind_errors(self.run.state.phase, p.kind)
+
+    async def refuse(
+        self, reply: ModelReply, key: str, errors: list[str], phase: str, judge: Judge | None
+    ) -> Outcome:
+        """Refuse the proposal: nothing runs; the reasons are the model's next observation."""
+        state = self.run.state
+        state.failures.extend(errors)
+        state.notes.append("your last reply was refused: " + "; ".join(errors))
+        notes, halt = await judge(reply.proposal.call, None) if judge else ([], None)
+        return Outcome(
+            reply=reply,
+            proposing_key=key,
+            step_type=key,
+            phase=phase,
+            error=1.0,
+            validation_errors=errors,
+            action=reply.proposal.call,
+            notes=[*reply.proposal.notes, *notes],
+            halt=halt,
+        )
+
+    async def handover(self, reply: ModelReply, key: str, phase: str, reason: str) -> Outcome:
+        """MANUAL_HANDOVER: freeze the task with its pending action for a human."""
+        note = await freeze(self.run, reply.proposal, key, reason)
+        return Outcome(
+            reply=reply,
+            proposing_key=key,
+            step_type=key,
+            phase=phase,
+            measured=False,
+            action=reply.proposal.call,
+            notes=[note],
+            halt=HaltReason.HANDOVER,
+        )
+
+    def accepted(self, reply: ModelReply, key: str, phase: str, note: str) -> Outcome:
+        """A step the plan modes settle in code (a plan accepted, a step skipped): no
+        action, no error, progress."""
+        return Outcome(
+            reply=reply, proposing_key=key, step_type=key, phase=phase, notes=[note], progress=True
+        )
+
+    async def act_final(
+        self, reply: ModelReply, key: str, phase: str, judge: Judge | None
+    ) -> Outcome:
+        """A final answer: accepted only when every required field is filled and valid."""
+        run = self.run
+        state = run.state
+        p = reply.proposal
+        problems, progress = run.take_fields(p.fields)
+        if problems:
+            text = "; ".join(f"{n}: {', '.join(ps)}" for n, ps in problems.items())
+            note = (
+                f"final answer refused: the task is not complete ({text}); every required field "
+                "needs a validated value first"
+            )
+            state.notes.append(note)
+            state.failures.append(note)
+            notes, halt = await judge(reply.proposal.call, None) if judge else ([], None)
+            return Outcome(
+                reply=reply,
+                proposing_key=key,
+                proposal_error=1.0,
+                step_type=FINAL,
+                phase=phase,
+                error=1.0,
+                validation_errors=[note],
+                notes=[*p.notes, *notes],
+                progress=progress,
+                halt=halt,
+            )
+        answer = p.answer or ""
+        notes = list(p.notes)
+        fmt = run.settings.format_answer
+        if fmt is not None:
+            if run.control.protocol is Protocol.DIMENSION_REDUCTION:
+                notes.append(
+                    "dimension reduction: the non-core formatting was skipped; plain result"
+                )
+            else:
+                answer = fmt(answer, dict(state.required_fields))
+        await run.memory.remember(
+            "final",
+            run_id=state.run_id,
+            task=state.prompt,
+            arguments=state.required_fields,
+            observed=answer,
+        )
+        return Outcome(
+            reply=reply,
+            proposing_key=key,
+            proposal_error=0.0,
+            step_type=FINAL,
+            phase=phase,
+            error=0.0,
+            final_answer=answer,
+            notes=notes,
+            progress=True,
+            halt=HaltReason.FINAL,
+        )
+
+    async def act_tool(
+        self, reply: ModelReply, key: str, phase: str, judge: Judge | None
+    ) -> Outcome:
+        """A tool call: validated, not a repeat, run under the tool's settings, observed
+        and measured."""
+        run = self.run
+        state = run.state
+        call = reply.proposal.call
+        assert call is not None
+        errors = run.validator.call_errors(call, phase=state.phase, latest=state.latest())
+        if errors:
+            return await self.refuse(reply, key, errors, phase, judge)
+        tool = run.settings.tools[call.tool]
+        base = Outcome(reply=reply, proposing_key=key, step_type=key, phase=phase, action=call)
+        if run.control.protocol is Protocol.DIMENSION_REDUCTION and not tool.core:
+            note = f"dimension reduction: {tool.name} is not a core step and was skipped"
+            state.notes.append(note)
+            notes, halt = await judge(call, None) if judge else ([], None)
+            return replace(base, error=0.0, notes=[note, *notes], halt=halt)
+        signature = action_signature(call.tool, call.arguments)
+        repeats = count_repeats(signature, state.signatures, run.settings.repeat_window)
+        if repeats and run.tool_io.allows_repeat(tool, signature):
+            repeats = 0  # asking again after a passing fault is a retry, not a loop
+        state.signatures = [*state.signatures, signature][-32:]
+        state.repeat_count = repeats
+        if repeats:
+            hint = (
+                f"{call.tool} was proposed again with the same arguments (timestamps and ids "
+                f"ignored; repeat {repeats}); it was not run again. Its answer is above. Change "
+                "strategy: other arguments, another tool, or a final answer saying what is "
+                "missing."
+            )
+            state.notes.append(hint)
+            state.failures.append(f"repeated action {call.tool} ({repeats}x)")
+            notes, halt = await judge(call, None) if judge else ([], None)
+            return replace(base, error=1.0, notes=[hint, *notes], halt=halt)
+        # act: under the tool's own settings, handed on from its last update
+        settings = await self.settings(act_key(tool.name))
+        ran = await run.tool_io.run(tool, call, settings)
+        acted = replace(base, step_type=act_key(tool.name), settings=settings, retries=ran.retries)
+        if ran.observation is None or ran.outcome is None:
+            note = f"the call to {tool.name} was cut off ({ran.halt})"
+            return replace(acted, error=1.0, measured=False, notes=[note], halt=ran.halt)
+        if ran.outcome.status is OutcomeStatus.CONFIRMATION_REQUIRED:
+            # Nothing ran: once confirmed, the same call must not count as a repeat.
+            state.signatures = state.signatures[:-1]
+            state.repeat_count = 0
+            why = f"{tool.name} needs a human confirmation before it runs"
+            return await self.handover(reply, key, phase, why)
+        observation = ran.observation
+        dumped, progress, guard = await self.observe(tool, call, observation)
+        error = self.measure(tool, call, observation)
+        retry_notes = (
+            [
+                f"{tool.name} was asked {len(ran.retries)} more time(s) after a passing fault "
+                "or an empty answer"
+            ]
+            if ran.retries
+            else []
+        )
+        notes, judged = await judge(call, observation) if judge else ([], None)
+        return replace(
+            acted,
+            proposal_error=0.0,
+            error=error,
+            observation=dumped,
+            notes=[*reply.proposal.notes, *guard, *retry_notes, *notes],
+            progress=progress,
+            halt=judged,
+        )
+
+    async def observe(
+        self, tool: Tool, call: ActionCall, observation: Observation
+    ) -> tuple[dict[str, Any], bool, list[str]]:
+        """The observation into the state, a success remembered, the rules' note on a
+        known cause of a poor answer: ``(compacted observation, progress, notes)``."""
+        run = self.run
+        state = run.state
+        dumped, progress = absorb(run, tool, call, observation)
+        if progress and observation.status is ObservationStatus.OK:
+            await run.memory.remember(
+                tool.name,
+                run_id=state.run_id,
+                task=state.prompt,
+                arguments=call.arguments,
+                observed=summarise_observation(dumped),
+            )
+        return dumped, progress, await run.guard(observation)
+
+    def measure(self, tool: Tool, call: ActionCall, observation: Observation) -> float:
+        """The step's error e ∈ [0, 1] under the tool's metric (a metric that raises
+        reads as an error of 1, never ends the run)."""
+        try:
+            return float(self.run.settings.control.metric_for(tool.name)(call, observation))
+        except Exception as exc:
+            self.run.state.failures.append(
+                f"metric for {tool.name} raised {type(exc).__name__}: {exc}"
+            )
+            return 1.0
+
+    # --- control, halt, record -----------------------------------------------------------
+
+    async def control(self, outcome: Outcome) -> Controlled:
+        """Feed the PIDs (the proposing key, then the acting key) and the task-level
+        observers; nothing is fed when nothing was measured."""
+        run = self.run
+        controllers = run.controllers
+        actuators = self.actuators
+        if outcome.proposal_error is not None:
+            fed = await controllers.update(actuators, outcome.proposing_key, outcome.proposal_error)
+            actuators = fed.actuators
+        e = min(1.0, max(0.0, outcome.error))
+        key = outcome.step_type
+        if not outcome.measured:  # nothing new was measured: the signals hold their values
+            update = await controllers.held(actuators, key)
+            quality = 1.0 - e
+            if run.records:
+                e, quality = run.records[-1].error, run.records[-1].quality
+            ctl = run.control
+            return Controlled(update, e, quality, ctl.f_est, ctl.protocol, ctl.steps.last)
+        update = await controllers.update(actuators, key, e)
+        run.last_errors[key] = e
+        u_used = (outcome.settings or outcome.reply.settings).u
+        reading = run.control.observe(u_used, 1.0 - e, run.completion())
+        return Controlled(
+            update, e, reading.quality, reading.f_est, reading.protocol, reading.verdict
+        )
+
+    def halt(self, outcome: Outcome) -> HaltReason | None:
+        """Why the run ends after this step: the outcome's own reason, else a stop check."""
+        return outcome.halt if outcome.halt is not None else self.run.stop_reason()
+
+    def record(self, outcome: Outcome, ctl: Controlled, halt: HaltReason | None) -> StepRecord:
+        """The step as the trace keeps it, with every signal that crossed it."""
+        run = self.run
+        state = run.state
+        reply = outcome.reply
+        settings = outcome.settings or reply.settings
+        actuators = {
+            **settings.as_dict(),
+            "model": run.settings.model.name,
+            "tool_calling": "native" if run.settings.native else "json",
+            "constrained_decoding": reply.strict,
+            "model_u": reply.u,
+        }
+        notes = list(outcome.notes)
+        lyapunov = ctl.lyapunov
+        return StepRecord(
+            run_id=state.run_id,
+            task_id=state.task_id,
+            step=state.step - 1,
+            t_s=state.elapsed_s,
+            phase=outcome.phase or state.phase,
+            mode=run.settings.mode,
+            step_type=outcome.step_type,
+            action=outcome.action,
+            final_answer=outcome.final_answer,
+            validation_errors=list(outcome.validation_errors),
+            observation=outcome.observation,
+            error=ctl.error,
+            control=ctl.update.u,
+            pid_components=ctl.update.components,
+            quality=ctl.quality,
+            f_est=ctl.f_est,
+            protocol=ctl.protocol.value,
+            actuators=actuators,
+            lyapunov_v=None if lyapunov is None else lyapunov.V,
+            lyapunov_dv=None if lyapunov is None else lyapunov.dV,
+            repeat_count=state.repeat_count,
+            retries=[dict(r) for r in outcome.retries],
+            notes=notes if run.resume_note is None else [run.resume_note, *notes],
+            usage=reply.usage,
+            halt=halt,
+        )
+
+    async def close(self, outcome: Outcome) -> StepRecord:
+        """control → halt → record, then the run folds the record in."""
+        ctl = await self.control(outcome)
+        self.run.advance(outcome.progress)
+        record = self.record(outcome, ctl, self.halt(outcome))
+        await self.run.fold(record, ctl.update.actuators)
+        return record
+
+    async def finish(
+        self, reply: ModelReply, key: str, phase: str, judge: Judge | None = None
+    ) -> StepRecord:
+        """From a proposal to the step's record: :meth:`decide`, then :meth:`close`."""
+        return await self.close(await self.decide(reply, key, phase, judge))

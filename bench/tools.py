@@ -68,6 +68,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cost", choices=("tokens", "wall_s"), default="tokens", help="the cost axis of the plane"
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for local models (1 is fastest on shared cores)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="stop before the next task after this many seconds",
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -97,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         strategies=_csv(args.strategies),
         source=label,
         progress=not args.no_progress,
+        model_options={} if args.threads is None else {"n_threads": args.threads},
+        budget_s=args.budget_s,
     )
     with allow_real_model_calls():
         report = asyncio.run(run_tools_bench(tasks, config))

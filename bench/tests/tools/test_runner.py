@@ -190,3 +190,19 @@ def test_the_script_limit_interleaves_families(tmp_path: Path) -> None:
         "multi_turn",
     ]
     assert script.main(["--limit", "0"]) == 2
+
+
+async def test_a_budget_stops_between_tasks_with_the_strategies_paired() -> None:
+    ticks = iter(range(0, 10_000, 5))
+    report = await run_tools_bench(
+        DEV, ToolsConfig(budget_s=42.0), clock=lambda: float(next(ticks))
+    )
+    ran = report.meta["tasks_run"]["test:oracle"]
+    assert 0 < ran < len(DEV)
+    assert len(report.results) == 2 * ran
+    by_strategy = {
+        s: [r.task_id for r in report.results if r.strategy == s] for s in report.strategies
+    }
+    assert by_strategy["open_loop"] == by_strategy["strict"]
+    with pytest.raises(ConfigurationError, match="budget_s"):
+        await run_tools_bench(DEV, ToolsConfig(budget_s=0))

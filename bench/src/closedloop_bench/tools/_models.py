@@ -10,8 +10,9 @@ planned and loaded once, at its first call.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from closedloop import ConfigurationError
 from closedloop.models import FunctionModel, Model, load_model, parse_model_spec
@@ -40,6 +41,7 @@ class ModelProvider:
 
     spec: str
     shared: Model | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def deterministic(self) -> bool:
@@ -52,12 +54,15 @@ class ModelProvider:
             text = answer(task)
             return FunctionModel(lambda _messages, _call: text, name=self.spec)
         if self.shared is None:
-            self.shared = load_model(self.spec)
+            self.shared = load_model(self.spec, **dict(self.options))
         return self.shared
 
 
-def resolve_models(specs: Sequence[str | Model]) -> list[ModelProvider]:
-    """A provider per spec (or ready model), each spec checked before any model is called."""
+def resolve_models(
+    specs: Sequence[str | Model], *, options: Mapping[str, Any] | None = None
+) -> list[ModelProvider]:
+    """A provider per spec (or ready model), each spec checked before any model is called;
+    ``options`` go to ``load_model`` for the real specs."""
     if isinstance(specs, str) or not specs:
         raise ConfigurationError("models", specs, "must list at least one model spec")
     providers: list[ModelProvider] = []
@@ -73,5 +78,5 @@ def resolve_models(specs: Sequence[str | Model]) -> list[ModelProvider]:
                 raise ConfigurationError("models", spec, f"test models: {', '.join(TEST_MODELS)}")
         else:
             parse_model_spec(spec)
-        providers.append(ModelProvider(spec))
+        providers.append(ModelProvider(spec, options=dict(options or {})))
     return providers

@@ -8,8 +8,8 @@ model error on one task is that task's failure, recorded with its reason; the ru
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from closedloop import ConfigurationError
@@ -27,12 +27,21 @@ __all__ = ["ToolsConfig", "run_tools_bench"]
 @dataclass(frozen=True, slots=True)
 class ToolsConfig:
     """What to run: model specs (or models), strategy names (or strategies), a label for
-    the task source, and whether to draw progress bars."""
+    the task source, and whether to draw progress bars.
+
+    ``model_options`` go to ``load_model`` for every real spec (``n_threads=1`` keeps an
+    embedded model fast on a machine whose cores are shared). ``budget_s`` stops the run
+    before the next task once that many seconds have passed; the report says how many
+    tasks ran. Every strategy answers a task before the next task starts, so a stopped
+    run still compares the strategies on the same tasks.
+    """
 
     models: Sequence[str | Model] = ("test:oracle",)
     strategies: Sequence[str | Strategy] = ("open_loop", "strict")
     source: str = "tasks"
     progress: bool = False
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    budget_s: float | None = None
 
 
 def _strategies(items: Sequence[str | Strategy]) -> list[Strategy]:
@@ -55,14 +64,23 @@ async def run_tools_bench(
     if not tasks:
         raise ConfigurationError("tasks", tasks, "must hold at least one task")
     strategies = _strategies(config.strategies)
-    providers = resolve_models(config.models)
+    providers = resolve_models(config.models, options=config.model_options)
+    if config.budget_s is not None and not config.budget_s > 0:
+        raise ConfigurationError(
+            "budget_s", config.budget_s, "must be a positive number of seconds"
+        )
     results: list[TaskResult] = []
     total = len(tasks) * len(strategies) * len(providers)
     started = clock()
+    ran: dict[str, int] = {}
     with _progress(config.progress, total) as advance:
         for provider in providers:
-            for strategy in strategies:
-                for task in tasks:
+            ran[provider.spec] = 0
+            for task in tasks:
+                if config.budget_s is not None and clock() - started > config.budget_s:
+                    break
+                ran[provider.spec] += 1
+                for strategy in strategies:
                     model = provider.for_task(task)
                     attempt = await _attempt(strategy, task, model, clock)
                     state = attempt.env_state
@@ -73,12 +91,16 @@ async def run_tools_bench(
                         TaskResult.of(task, strategy.name, provider.spec, attempt, verdict)
                     )
                     advance(f"{strategy.name} · {provider.spec}")
+    meta: dict[str, Any] = {"tasks_offered": len(tasks), "tasks_run": ran}
+    if config.model_options:
+        meta["model_options"] = dict(config.model_options)
     return summarise(
         results,
         source=config.source,
         models=[p.spec for p in providers],
         strategies={s.name: s.fixed for s in strategies},
         wall_s=max(0.0, clock() - started),
+        meta=meta,
     )
 
 

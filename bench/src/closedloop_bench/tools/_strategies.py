@@ -44,8 +44,9 @@ __all__ = [
     "strategy_names",
 ]
 
-DEFAULT_MAX_TOKENS = 400
-"""The completion budget of one baseline call: room for five calls with their arguments."""
+DEFAULT_MAX_TOKENS = 320
+"""The completion budget of one baseline call: the longest ideal answer in the generated
+sets (five calls) takes about 200 tokens."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with allow_real_model_calls():
         report = asyncio.run(run_tools_bench(tasks, config))
+    ran = max(report.meta["tasks_run"].values())
+    if ran < len(tasks):
+        report = dataclasses.replace(report, source=f"{label}, {ran} run within the budget")
     out = args.out or RESULTS / f"{path.stem}-{len(tasks)}.json"
     write_report(report, out)
     print(render_table(report))

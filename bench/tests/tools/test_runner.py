@@ -206,3 +206,15 @@ async def test_a_budget_stops_between_tasks_with_the_strategies_paired() -> None
     assert by_strategy["open_loop"] == by_strategy["strict"]
     with pytest.raises(ConfigurationError, match="budget_s"):
         await run_tools_bench(DEV, ToolsConfig(budget_s=0))
+
+
+async def test_a_written_report_reads_back(tmp_path: Path) -> None:
+    from closedloop_bench.tools import read_report
+
+    report = await run_tools_bench(DEV[:6], ToolsConfig(models=("test:no-call",)))
+    again = read_report(write_report(report, tmp_path / "r.json"))
+    assert again.cells == report.cells and again.results == report.results
+    assert again.strategies == report.strategies
+    (tmp_path / "other.json").write_text('{"benchmark": "faults"}')
+    with pytest.raises(ValueError, match="not a tool-calling report"):
+        read_report(tmp_path / "other.json")

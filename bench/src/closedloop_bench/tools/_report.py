@@ -31,6 +31,7 @@ __all__ = [
     "ToolsReport",
     "fixed_frontier",
     "plot_plane",
+    "read_report",
     "render_table",
     "summarise",
     "write_report",
@@ -199,6 +200,23 @@ def write_report(report: ToolsReport, path: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) + "\n")
     return out
+
+
+def read_report(path: str | Path) -> ToolsReport:
+    """A report written by :func:`write_report`, read back (to re-plot or re-tabulate)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("benchmark") != "tools" or data.get("schema") != REPORT_SCHEMA:
+        raise ValueError(f"path={str(path)!r}: not a tool-calling report of schema {REPORT_SCHEMA}")
+    results = tuple(TaskResult(**{**r, "calls": tuple(r["calls"])}) for r in data["results"])
+    return ToolsReport(
+        source=data["source"],
+        models=tuple(data["models"]),
+        strategies={s["name"]: s["fixed"] for s in data["strategies"]},
+        results=results,
+        cells=tuple(Cell(**c) for c in data["cells"]),
+        wall_s=float(data["wall_s"]),
+        meta=data.get("meta", {}),
+    )
 
 
 def render_table(report: ToolsReport) -> str:

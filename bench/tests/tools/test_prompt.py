@@ -114,3 +114,16 @@ def test_the_prompt_lists_every_offered_function() -> None:
         system = build_messages(task)[0].content
         assert all(f'"name": "{name}"' in system for name in task.functions)
         assert '"no_call"' in system
+
+
+def test_the_strict_schema_compiles_to_a_llama_cpp_grammar() -> None:
+    gbnf = pytest.importorskip("llama_cpp.llama_grammar")
+    seen: set[tuple[str, ...]] = set()
+    for task in DEV:
+        key = tuple(sorted(task.functions))
+        if key in seen:
+            continue
+        seen.add(key)
+        grammar = gbnf.json_schema_to_gbnf(json.dumps(strict_schema(task)))
+        assert "root ::=" in grammar, task.id
+    assert len(seen) > 50

@@ -15,6 +15,8 @@ tools' grammar), both with the one shared prompt; agent-based strategies plug in
 
 from __future__ import annotations
 
+import contextlib
+
 from ._envs import ENVIRONMENTS, CallResult, Environment, states_match
 from ._format import (
     FAMILIES,
@@ -126,3 +128,9 @@ __all__ = [
     "write_data",
     "write_report",
 ]
+
+for _name in __all__:
+    # Reprs and docs show the public home of each name, as httpx does.
+    with contextlib.suppress(AttributeError, TypeError):
+        if isinstance(globals()[_name], type) or callable(globals()[_name]):
+            globals()[_name].__module__ = __name__

@@ -53,6 +53,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from closedloop import ConfigurationError
 
+from ._envs import ENVIRONMENTS
+
 __all__ = [
     "FAMILIES",
     "ArgRule",
@@ -255,8 +257,6 @@ class Task(BaseModel):
         return self
 
     def _check_env(self) -> None:
-        from ._envs import ENVIRONMENTS
-
         if self.env is None:
             if self.family == "multi_turn":
                 raise _FieldError("env", "a multi_turn task names its environment")

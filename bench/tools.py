@@ -33,6 +33,7 @@ from closedloop_bench.tools import (
     write_report,
 )
 
+from closedloop import ConfigurationError
 from closedloop.models import allow_real_model_calls
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tools"
@@ -92,6 +93,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ConfigurationError as exc:
+        # Bad input (a task file line, a spec, a strategy name): one line, before any call.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.regenerate:
         for split, path in write_data(DATA_DIR).items():

@@ -218,3 +218,16 @@ async def test_a_written_report_reads_back(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"benchmark": "faults"}')
     with pytest.raises(ValueError, match="not a tool-calling report"):
         read_report(tmp_path / "other.json")
+
+
+def test_the_script_reports_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    assert script.main(["--tasks", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "line 1" in err
+    assert script.main(["--strategies", "closedloop"]) == 2
+    assert "not wired yet" in capsys.readouterr().err

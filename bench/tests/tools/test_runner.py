@@ -231,3 +231,23 @@ def test_the_script_reports_bad_input_in_one_line(
     assert err.startswith("error: ") and "line 1" in err
     assert script.main(["--strategies", "closedloop"]) == 2
     assert "not wired yet" in capsys.readouterr().err
+
+
+@dataclass(frozen=True)
+class _TwoCalls:
+    """Calls the model twice and reports no cost of its own: the runner's meter must."""
+
+    name: str = "twice"
+    fixed: bool = False
+
+    async def solve(self, task: Task, model: Model) -> Attempt:
+        await model.complete("first")
+        await model.complete("second")
+        return Attempt(calls=tuple(oracle_calls(task)))
+
+
+async def test_the_runner_meters_what_a_strategy_does_not_count() -> None:
+    report = await run_tools_bench(DEV[:5], ToolsConfig(strategies=(_TwoCalls(),)))
+    cell = report.cell("twice", "test:oracle")
+    assert cell.model_calls == 2.0 and cell.tokens_in > 0 and cell.tokens_out > 0
+    assert cell.successes == 5

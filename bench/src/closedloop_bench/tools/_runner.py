@@ -1,19 +1,22 @@
 """The runner: every strategy on every model on every task, scored, one task at a time.
 
-Tasks run one after another: an embedded model answers one call at a time, so running
+Each strategy gets the task's model behind a ``MeteredModel``: the calls and tokens the
+report charges a task are the ones the meter saw (a strategy that called no model keeps
+its own counts). Tasks run one after another: an embedded model answers one call at a time, so running
 them side by side would only queue them and blur the seconds each task is charged. A
 model error on one task is that task's failure, recorded with its reason; the run goes on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from closedloop import ConfigurationError
-from closedloop.models import Model
+from closedloop.models import MeteredModel, Model
 
 from ._format import Task
 from ._models import resolve_models
@@ -107,17 +110,25 @@ async def run_tools_bench(
 async def _attempt(
     strategy: Strategy, task: Task, model: Model, clock: Callable[[], float]
 ) -> Attempt:
+    # Every call the strategy makes goes through a meter, so an agent-based strategy need
+    # not count its own calls and tokens: what the meter saw is what the task cost.
+    metered = MeteredModel(model, clock=clock)
     started = clock()
     try:
-        return await strategy.solve(task, model)
+        attempt = await strategy.solve(task, metered)
     except ConfigurationError:
         raise
     except Exception as exc:  # a model failure is the task's failure, not the run's
-        return Attempt(
-            error=f"{type(exc).__name__}: {exc}",
-            wall_s=max(0.0, clock() - started),
-            model_calls=1,
-        )
+        attempt = Attempt(error=f"{type(exc).__name__}: {exc}")
+    wall = max(0.0, clock() - started)
+    seen = metered.calls + metered.errors
+    return dataclasses.replace(
+        attempt,
+        model_calls=seen or attempt.model_calls,
+        tokens_in=metered.prompt_tokens if seen else attempt.tokens_in,
+        tokens_out=metered.completion_tokens if seen else attempt.tokens_out,
+        wall_s=attempt.wall_s or wall,
+    )
 
 
 class _progress:

@@ -7,79 +7,13 @@ template does not mention may take any value: the user did not say.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from ._fn import Fn, Param
+from ._fn import enum_param as _e
+from ._fn import int_param as _i
+from ._fn import number_param as _n
+from ._fn import string_param as _s
 
 __all__ = ["CATALOG", "DOMAINS", "Fn", "Param"]
-
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    """One argument: its JSON type, the values a task may use, how a value is said."""
-
-    name: str
-    type: str
-    description: str
-    values: tuple[Any, ...]
-    enum: bool = False
-    required: bool = True
-    say: Mapping[Any, str] = field(default_factory=dict)
-
-    def schema(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "description": self.description}
-        if self.enum:
-            out["enum"] = list(self.values)
-        return out
-
-    def spoken(self, value: Any) -> str:
-        if value in self.say:
-            return self.say[value]
-        if isinstance(value, float):
-            return f"{value:g}"
-        return str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Fn:
-    """One catalog function and the ways a user asks for it."""
-
-    domain: str
-    name: str
-    description: str
-    params: tuple[Param, ...]
-    asks: tuple[str, ...]
-
-    def tool(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {p.name: p.schema() for p in self.params},
-                    "required": [p.name for p in self.params if p.required],
-                },
-            },
-        }
-
-
-def _s(name: str, description: str, *values: Any, required: bool = True) -> Param:
-    return Param(name, "string", description, values, required=required)
-
-
-def _e(name: str, description: str, *values: Any, required: bool = True, **say: str) -> Param:
-    return Param(name, "string", description, values, enum=True, required=required, say=say)
-
-
-def _i(name: str, description: str, *values: int, required: bool = True) -> Param:
-    return Param(name, "integer", description, values, required=required)
-
-
-def _n(name: str, description: str, *values: float, required: bool = True) -> Param:
-    return Param(name, "number", description, values, required=required)
-
 
 _CITIES = ("Oslo", "Lisbon", "Nairobi", "Osaka", "Denver", "Lima", "Hanoi", "Krakow", "Perth")
 _DATES = ("2026-03-14", "2026-04-02", "2026-05-21", "2026-06-09", "2026-07-30", "2026-09-11")

@@ -1,0 +1,136 @@
+"""closedloop_bench.tools: a tool-calling benchmark on real models, with its own tasks.
+
+Five task families (``single``, ``choose``, ``parallel``, ``irrelevance``,
+``multi_turn``) over fourteen domains, generated with their checkers and split into dev
+(100 tasks) and eval (420 tasks); functions are OpenAI-style schemas, so a user brings
+their own tasks as JSONL (:func:`load_tasks`, format in ``_format``). ``score`` checks an
+answer's calls (and a stateful task's final state); the oracle solves every task.
+``run_tools_bench`` runs strategies × models × tasks and reports success with 95 %
+intervals and the cost per task; ``plot_plane`` draws the success–cost plane.
+
+Strategies: ``open_loop`` (one call, no grammar) and ``strict`` (one call under the
+tools' grammar), both with the one shared prompt; agent-based strategies plug in with
+``register_strategy``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._envs import ENVIRONMENTS, CallResult, Environment, states_match
+from ._format import (
+    FAMILIES,
+    ArgRule,
+    Expected,
+    ExpectedCall,
+    FunctionDef,
+    Task,
+    TaskFileError,
+    TaskMessage,
+    ToolSchema,
+    dump_tasks,
+    load_tasks,
+    parse_task,
+)
+from ._generate import DATA_DIR, DEFAULT_COUNTS, generate_split, generate_tasks, write_data
+from ._models import TEST_MODELS, ModelProvider, resolve_models
+from ._oracle import ideal_reply, oracle_calls
+from ._prompt import (
+    MAX_CALLS,
+    STRING_LIMIT,
+    ParsedReply,
+    build_messages,
+    parse_reply,
+    strict_schema,
+    system_prompt,
+)
+from ._report import (
+    Cell,
+    TaskResult,
+    ToolsReport,
+    fixed_frontier,
+    plot_plane,
+    read_report,
+    render_table,
+    summarise,
+    write_report,
+)
+from ._runner import ToolsConfig, run_tools_bench
+from ._score import Call, TaskScore, replay, score
+from ._strategies import (
+    AGENT_STRATEGY_NAMES,
+    Attempt,
+    OpenLoop,
+    Strategy,
+    Strict,
+    TaskTools,
+    get_strategy,
+    register_strategy,
+    strategy_names,
+)
+
+__all__ = [
+    "AGENT_STRATEGY_NAMES",
+    "DATA_DIR",
+    "DEFAULT_COUNTS",
+    "ENVIRONMENTS",
+    "FAMILIES",
+    "MAX_CALLS",
+    "STRING_LIMIT",
+    "TEST_MODELS",
+    "ArgRule",
+    "Attempt",
+    "Call",
+    "CallResult",
+    "Cell",
+    "Environment",
+    "Expected",
+    "ExpectedCall",
+    "FunctionDef",
+    "ModelProvider",
+    "OpenLoop",
+    "ParsedReply",
+    "Strategy",
+    "Strict",
+    "Task",
+    "TaskFileError",
+    "TaskMessage",
+    "TaskResult",
+    "TaskScore",
+    "TaskTools",
+    "ToolSchema",
+    "ToolsConfig",
+    "ToolsReport",
+    "build_messages",
+    "dump_tasks",
+    "fixed_frontier",
+    "generate_split",
+    "generate_tasks",
+    "get_strategy",
+    "ideal_reply",
+    "load_tasks",
+    "oracle_calls",
+    "parse_reply",
+    "parse_task",
+    "plot_plane",
+    "read_report",
+    "register_strategy",
+    "render_table",
+    "replay",
+    "resolve_models",
+    "run_tools_bench",
+    "score",
+    "states_match",
+    "strategy_names",
+    "strict_schema",
+    "summarise",
+    "system_prompt",
+    "write_data",
+    "write_report",
+]
+
+for _name in __all__:
+    # Reprs and docs show the public home of each name, as httpx does.
+    with contextlib.suppress(AttributeError, TypeError):
+        if isinstance(globals()[_name], type) or callable(globals()[_name]):
+            globals()[_name].__module__ = __name__

@@ -1,0 +1,172 @@
+"""The runner: every strategy on every model on every task, scored, one task at a time.
+
+Each strategy gets the task's model behind a ``MeteredModel``: the calls and tokens the
+report charges a task are the ones the meter saw (a strategy that called no model keeps
+its own counts). Tasks run one after another: an embedded model answers one call at a time, so running
+them side by side would only queue them and blur the seconds each task is charged. A
+model error on one task is that task's failure, recorded with its reason; the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from closedloop import ConfigurationError
+from closedloop.models import MeteredModel, Model
+
+from ._format import Task
+from ._models import resolve_models
+from ._report import TaskResult, ToolsReport, summarise
+from ._score import replay, score
+from ._strategies import Attempt, Strategy, get_strategy
+
+__all__ = ["ToolsConfig", "run_tools_bench"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsConfig:
+    """What to run: model specs (or models), strategy names (or strategies), a label for
+    the task source, and whether to draw progress bars.
+
+    ``model_options`` go to ``load_model`` for every real spec (``n_threads=1`` keeps an
+    embedded model fast on a machine whose cores are shared). ``budget_s`` stops the run
+    before the next task once that many seconds have passed; the report says how many
+    tasks ran. Every strategy answers a task before the next task starts, so a stopped
+    run still compares the strategies on the same tasks.
+    """
+
+    models: Sequence[str | Model] = ("test:oracle",)
+    strategies: Sequence[str | Strategy] = ("open_loop", "strict")
+    source: str = "tasks"
+    progress: bool = False
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    budget_s: float | None = None
+
+
+def _strategies(items: Sequence[str | Strategy]) -> list[Strategy]:
+    if isinstance(items, str) or not items:
+        raise ConfigurationError("strategies", items, "must list at least one strategy")
+    out = [get_strategy(s) if isinstance(s, str) else s for s in items]
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise ConfigurationError("strategies", names, "names must be unique")
+    return out
+
+
+async def run_tools_bench(
+    tasks: Sequence[Task],
+    config: ToolsConfig = ToolsConfig(),
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ToolsReport:
+    """Run ``config`` on ``tasks`` and summarise per strategy, model and family."""
+    if not tasks:
+        raise ConfigurationError("tasks", tasks, "must hold at least one task")
+    strategies = _strategies(config.strategies)
+    providers = resolve_models(config.models, options=config.model_options)
+    if config.budget_s is not None and not config.budget_s > 0:
+        raise ConfigurationError(
+            "budget_s", config.budget_s, "must be a positive number of seconds"
+        )
+    results: list[TaskResult] = []
+    total = len(tasks) * len(strategies) * len(providers)
+    started = clock()
+    ran: dict[str, int] = {}
+    with _progress(config.progress, total) as advance:
+        for provider in providers:
+            ran[provider.spec] = 0
+            for task in tasks:
+                if config.budget_s is not None and clock() - started > config.budget_s:
+                    break
+                ran[provider.spec] += 1
+                for strategy in strategies:
+                    model = provider.for_task(task)
+                    attempt = await _attempt(strategy, task, model, clock)
+                    state = attempt.env_state
+                    if state is None and task.env is not None:
+                        state = replay(task, attempt.calls)[0]
+                    verdict = score(task, attempt.calls, attempt.final_text, state)
+                    results.append(
+                        TaskResult.of(task, strategy.name, provider.spec, attempt, verdict)
+                    )
+                    advance(f"{strategy.name} · {provider.spec}")
+    meta: dict[str, Any] = {"tasks_offered": len(tasks), "tasks_run": ran}
+    if config.model_options:
+        meta["model_options"] = dict(config.model_options)
+    return summarise(
+        results,
+        source=config.source,
+        models=[p.spec for p in providers],
+        strategies={s.name: s.fixed for s in strategies},
+        wall_s=max(0.0, clock() - started),
+        meta=meta,
+    )
+
+
+async def _attempt(
+    strategy: Strategy, task: Task, model: Model, clock: Callable[[], float]
+) -> Attempt:
+    # Every call the strategy makes goes through a meter, so an agent-based strategy need
+    # not count its own calls and tokens: what the meter saw is what the task cost.
+    metered = MeteredModel(model, clock=clock)
+    started = clock()
+    try:
+        attempt = await strategy.solve(task, metered)
+    except ConfigurationError:
+        raise
+    except Exception as exc:  # a model failure is the task's failure, not the run's
+        attempt = Attempt(error=f"{type(exc).__name__}: {exc}")
+    wall = max(0.0, clock() - started)
+    seen = metered.calls + metered.errors
+    return dataclasses.replace(
+        attempt,
+        model_calls=seen or attempt.model_calls,
+        tokens_in=metered.prompt_tokens if seen else attempt.tokens_in,
+        tokens_out=metered.completion_tokens if seen else attempt.tokens_out,
+        wall_s=attempt.wall_s or wall,
+    )
+
+
+class _progress:
+    """A rich progress bar over the run (or nothing, for tests and quiet runs)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self._enabled = enabled
+        self._total = total
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[str], None]:
+        if not self._enabled:
+            return lambda _label: None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        self._bar.start()
+        self._task = self._bar.add_task("tools", total=self._total)
+
+        def advance(label: str) -> None:
+            self._bar.update(self._task, advance=1, description=label)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

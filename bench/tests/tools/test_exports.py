@@ -1,0 +1,36 @@
+"""The public surface of closedloop_bench.tools is pinned (adding a name is a decision)."""
+
+from __future__ import annotations
+
+import inspect
+
+import closedloop_bench.tools as tools
+
+EXPECTED = {
+    "AGENT_STRATEGY_NAMES", "DATA_DIR", "DEFAULT_COUNTS", "ENVIRONMENTS", "FAMILIES",
+    "MAX_CALLS", "STRING_LIMIT", "TEST_MODELS",
+    "ArgRule", "Attempt", "Call", "CallResult", "Cell", "Environment", "Expected",
+    "ExpectedCall", "FunctionDef", "ModelProvider", "OpenLoop", "ParsedReply", "Strategy",
+    "Strict", "Task", "TaskFileError", "TaskMessage", "TaskResult", "TaskScore", "TaskTools",
+    "ToolSchema", "ToolsConfig", "ToolsReport",
+    "build_messages", "dump_tasks", "fixed_frontier", "generate_split", "generate_tasks",
+    "get_strategy", "ideal_reply", "load_tasks", "oracle_calls", "parse_reply", "parse_task",
+    "plot_plane", "read_report", "register_strategy", "render_table", "replay",
+    "resolve_models", "run_tools_bench", "score", "states_match", "strategy_names",
+    "strict_schema", "summarise", "system_prompt", "write_data", "write_report",
+}  # fmt: skip
+
+
+def isort_order(name: str) -> tuple[int, str]:
+    """ruff's __all__ order: CONSTANTS, then Classes, then functions."""
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
+def test_exported_members_are_pinned_sorted_and_documented() -> None:
+    assert set(tools.__all__) == EXPECTED
+    assert tools.__all__ == sorted(tools.__all__, key=isort_order)
+    for name in tools.__all__:
+        obj = getattr(tools, name)
+        if isinstance(obj, type) or inspect.isfunction(obj):
+            assert obj.__module__ == "closedloop_bench.tools", name
+            assert inspect.getdoc(obj), f"{name} has no docstring"

@@ -25,7 +25,7 @@ from pydantic import Field
 from starlette.types import Receive, Scope, Send
 
 from .._exceptions import ClosedLoopError
-from ..agent import Agent, HaltReason, RunResult, Task, tool
+from ..agent import Agent, HaltReason, ModelSettings, RunLimits, RunResult, Task, tool
 from ..feedback import SQLiteStore
 from ..models import CallInfo, FunctionModel, Message, RawCompletion
 from ..perception import HttpTool, Observation, ObservationStatus
@@ -203,9 +203,9 @@ class ModelRig:
                 self._tools,
                 mode=mode,
                 store=store,
-                max_steps=self.max_steps,
                 trace=False,
-                max_tokens=4096,
+                limits=RunLimits(max_steps=self.max_steps),
+                model_settings=ModelSettings(max_tokens=4096),
             )
             task = Task(prompt="Add 2 and 3; do not pay anything.", required_fields=["total"])
             self._task = f"case-{self._cases}"

@@ -19,9 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import (
-    Awaitable,
-    Callable,
-    Coroutine,
     Generator,
     Iterable,
     Mapping,
@@ -29,13 +26,12 @@ from collections.abc import (
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from .._exceptions import AgentError, ConfigurationError, OutputValidationError
+from .._exceptions import ConfigurationError
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
 from ..models import Model, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
-from ._halt_error import describe_error
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
 from ._loop import LoopSettings, Run
@@ -62,11 +58,11 @@ from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
 from ._stop import StopFn, StopPolicy, as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
+from ._twins import TypedRun, finished, no_running_loop, run_sync
 
 __all__ = ["Agent"]
 
 G = TypeVar("G")
-R = TypeVar("R")
 
 
 class _NullSink:
@@ -155,7 +151,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError("instructions", instructions, "must be a string")
         self.output_type = output_type
         self._output = OutputParser(output_type)
-        self._result_type: type[AgentResult[OutputT]] = AgentResult[output_type]  # type: ignore[valid-type]
+        self._result_type: type[AgentResult[OutputT]] = AgentResult[output_type]  # type: ignore[valid-type]  # a runtime type
         self.model = _model(model, "model")
         self.tools = tools_by_name(tools)
         policy = stop_after_steps(self.limits.max_steps)
@@ -332,7 +328,7 @@ class Agent(Generic[OutputT]):
 
         Its ``result`` is the typed :class:`AgentResult` once the run has ended.
         """
-        return _TypedRun(
+        return TypedRun(
             lambda: self._start(
                 task,
                 budget=self._budget(budget),
@@ -362,7 +358,7 @@ class Agent(Generic[OutputT]):
         run = self.iter(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
         async for _ in run:
             pass
-        return self._typed(_finished(run.result))
+        return self._typed(finished(run.result))
 
     async def resume(
         self,
@@ -385,7 +381,7 @@ class Agent(Generic[OutputT]):
         if run.result is None:
             async for _ in drive(run):
                 pass
-        return self._typed(_finished(run.result))
+        return self._typed(finished(run.result))
 
     async def recover(
         self,
@@ -415,29 +411,11 @@ class Agent(Generic[OutputT]):
         )
         async for _ in drive(run):
             pass
-        return self._typed(_finished(run.result))
+        return self._typed(finished(run.result))
 
     def _typed(self, result: RunResult) -> AgentResult[OutputT]:
         """The run's result with ``output`` parsed into ``output_type``."""
-        if isinstance(result, AgentResult):
-            return result  # built here, with this output type
-        data = dict(result)
-        output: Any = None
-        if result.success:
-            try:
-                output = self._output.parse(result.answer, result.fields)
-            except OutputValidationError as exc:
-                # Only where the loop skipped the check (dimension reduction skips the
-                # answer's formatting, and with it the check): the answer is refused here.
-                error = describe_error(exc)
-                data.update(
-                    halt_reason=HaltReason.ERROR,
-                    success=False,
-                    answer=None,
-                    message=f"ended by an error: {error.summary()}",
-                    error=error,
-                )
-        return self._result_type.model_construct(**data, output=output)
+        return self._output.result(result, self._result_type)
 
     async def _resume_run(
         self, handover_id: str, task: str | Task | None, budget: Any, cancel: Any, trace: Any
@@ -480,7 +458,7 @@ class Agent(Generic[OutputT]):
         trace: Trace = None,
     ) -> AgentResult[OutputT]:
         """:meth:`run` for code without an event loop."""
-        return _run_sync(
+        return run_sync(
             self.run(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
         )
 
@@ -494,9 +472,7 @@ class Agent(Generic[OutputT]):
         trace: Trace = None,
     ) -> AgentResult[OutputT]:
         """:meth:`recover` for code without an event loop."""
-        return _run_sync(
-            self.recover(task_id, task=task, budget=budget, cancel=cancel, trace=trace)
-        )
+        return run_sync(self.recover(task_id, task=task, budget=budget, cancel=cancel, trace=trace))
 
     def resume_sync(
         self,
@@ -508,7 +484,7 @@ class Agent(Generic[OutputT]):
         trace: Trace = None,
     ) -> AgentResult[OutputT]:
         """:meth:`resume` for code without an event loop."""
-        return _run_sync(
+        return run_sync(
             self.resume(handover_id, task=task, budget=budget, cancel=cancel, trace=trace)
         )
 
@@ -522,7 +498,7 @@ class Agent(Generic[OutputT]):
         trace: Trace = None,
     ) -> Generator[StepRecord, None, AgentResult[OutputT]]:
         """Step through a run from sync code; the generator returns the typed result."""
-        _no_running_loop("iter_sync")
+        no_running_loop("iter_sync")
         loop = asyncio.new_event_loop()
         run = self.iter(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
         try:
@@ -530,47 +506,7 @@ class Agent(Generic[OutputT]):
                 try:
                     yield loop.run_until_complete(run.__anext__())
                 except StopAsyncIteration:
-                    return self._typed(_finished(run.result))
+                    return self._typed(finished(run.result))
         finally:
             loop.run_until_complete(run.aclose())
             loop.close()
-
-
-class _TypedRun(AgentRun):
-    """An :class:`AgentRun` whose ``result`` is the agent's typed result."""
-
-    def __init__(
-        self, start: Callable[[], Awaitable[Run]], typed: Callable[[RunResult], RunResult]
-    ) -> None:
-        super().__init__(start)
-        self._typed = typed
-
-    @property
-    def result(self) -> RunResult | None:
-        plain = super().result
-        return None if plain is None else self._typed(plain)
-
-
-def _finished(result: RunResult | None) -> RunResult:
-    if result is None:  # pragma: no cover - drive() always finishes the run
-        raise AgentError("the run ended without a result")
-    return result
-
-
-def _no_running_loop(name: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise ConfigurationError(
-        name, "inside a running event loop", "await the async twin (run, iter, ...) instead"
-    )
-
-
-def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    try:
-        _no_running_loop("run_sync")
-    except ConfigurationError:
-        coro.close()
-        raise
-    return asyncio.run(coro)

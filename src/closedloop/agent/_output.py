@@ -17,7 +17,8 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from .._exceptions import ConfigurationError, OutputValidationError
-from ._records import OutputT
+from ._halt_error import describe_error
+from ._records import AgentResult, HaltReason, OutputT, RunResult
 
 __all__ = ["OutputParser", "OutputT"]
 
@@ -75,3 +76,27 @@ class OutputParser(Generic[OutputT]):
             return text
 
         return format_and_check
+
+    def result(
+        self, plain: RunResult, result_type: type[AgentResult[OutputT]]
+    ) -> AgentResult[OutputT]:
+        """``plain`` as ``result_type``, with ``output`` parsed when the run succeeded."""
+        if isinstance(plain, AgentResult):
+            return plain  # already typed, by the agent that ran it
+        data = dict(plain)
+        output: Any = None
+        if plain.success:
+            try:
+                output = self.parse(plain.answer, plain.fields)
+            except OutputValidationError as exc:
+                # Only where the loop skipped the check (dimension reduction skips the
+                # answer's formatting, and with it the check): the answer is refused here.
+                error = describe_error(exc)
+                data.update(
+                    halt_reason=HaltReason.ERROR,
+                    success=False,
+                    answer=None,
+                    message=f"ended by an error: {error.summary()}",
+                    error=error,
+                )
+        return result_type.model_construct(**data, output=output)

@@ -27,21 +27,21 @@ from ._exceptions import *  # noqa: F403
 from ._exceptions import __all__ as _exceptions_all
 
 if TYPE_CHECKING:
-    from .agent import (  # noqa: F401 - re-exported lazily by __getattr__ below
-        Agent,
-        AgentResult,
-        HaltReason,
-        ModelSettings,
-        RunLimits,
-        RunResult,
-        run_agent,
-        stop_after_delay,
-        stop_after_steps,
-        stop_on_budget,
-        stop_on_no_progress,
-        stop_on_repeats,
-        tool,
-    )
+    # ``X as X`` marks an explicit re-export, so type checkers accept
+    # ``from closedloop import Agent`` (``__all__`` below is built at run time).
+    from .agent import Agent as Agent
+    from .agent import AgentResult as AgentResult
+    from .agent import HaltReason as HaltReason
+    from .agent import ModelSettings as ModelSettings
+    from .agent import RunLimits as RunLimits
+    from .agent import RunResult as RunResult
+    from .agent import run_agent as run_agent
+    from .agent import stop_after_delay as stop_after_delay
+    from .agent import stop_after_steps as stop_after_steps
+    from .agent import stop_on_budget as stop_on_budget
+    from .agent import stop_on_no_progress as stop_on_no_progress
+    from .agent import stop_on_repeats as stop_on_repeats
+    from .agent import tool as tool
 
 __version__ = "0.1.0"
 

@@ -264,6 +264,18 @@ def test_a_failing_store_ends_the_run_as_an_error() -> None:
     assert result.error.type == "StoreUnavailableError" and result.error.where == "store"
 
 
+def test_a_store_failing_before_the_first_step_is_a_recorded_end_too() -> None:
+    class Down(MemoryStore):
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailableError("redis://127.0.0.1:6379 is unreachable")
+
+    model = scripted(final("3"))
+    result = Agent(model, [add], store=Down(), trace=False).run_sync("1+2")
+    assert result.halt_reason is HaltReason.ERROR and result.steps == []
+    assert result.error is not None and result.error.where == "store"
+    assert model.calls == []  # nothing ran
+
+
 def test_iter_sync_returns_the_error_result_instead_of_raising() -> None:
     def reply(messages: tuple[Message, ...], info: CallInfo) -> Any:
         raise KeyError("choices")

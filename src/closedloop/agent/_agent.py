@@ -32,6 +32,7 @@ from ..feedback._store import BaseStore
 from ..models import Model, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
+from ._halt_error import end_with_error
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
 from ._loop import LoopSettings, Run
@@ -283,12 +284,15 @@ class Agent(Generic[OutputT]):
             effect_ledger={"namespace": "ledger", "prefix": f"{task_id}/"},
         )
         handle = StateHandle(self.store, session)
+        failure: Exception | None = None
         try:
             await handle.create(state)
         except ConfigurationError:
             raise ConfigurationError(
                 "session_id", session, "already holds a task; resume it or pick another id"
             ) from None
+        except Exception as exc:  # the store failed before the first step: a recorded end too
+            failure = exc
         sink, path = self._sink(run_id, trace)
         run = Run(
             self.settings,
@@ -302,6 +306,9 @@ class Agent(Generic[OutputT]):
             cancel=cancel,
             bank=self._bank,
         )
+        if failure is not None:
+            await end_with_error(run, failure)
+            return run
         run.refresh_fields()
         return run
 

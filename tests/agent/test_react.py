@@ -389,6 +389,7 @@ async def test_a_lost_compare_and_set_ends_the_run_as_an_error() -> None:
     assert result.error is not None and result.error.type == "StaleStateError"
     assert trace.result is not None and trace.result.halt_reason is HaltReason.ERROR
     assert "StaleStateError" in trace.result.message
+    assert trace.result.error == result.error  # the trace keeps the error too
 
 
 async def test_the_default_trace_is_jsonl_under_closedloop_home(closedloop_home: Path) -> None:

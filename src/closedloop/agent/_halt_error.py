@@ -17,7 +17,8 @@ from ..execution import PROGRAMMING_ERRORS, AtomicAction
 from ..feedback._store import BaseStore
 from ..models import Model
 from ._loop import Run
-from ._records import HaltReason, RunError, RunResult
+from ._records import HaltReason, RunError, RunResult, StepRecord
+from ._trace import TraceSink
 
 __all__ = ["describe_error", "end_with_error"]
 
@@ -58,6 +59,7 @@ async def end_with_error(run: Run, exc: BaseException) -> RunError:
     error = describe_error(exc)
     message = f"ended by an error: {error.summary()}"
     if run.result is None:
+        run.sink = _WithError(run.sink, error)  # the trace's result carries the error too
         try:
             await run.finish(HaltReason.ERROR, message=message)
         except Exception:  # the store or the trace is what failed: still give a result
@@ -74,6 +76,20 @@ async def end_with_error(run: Run, exc: BaseException) -> RunError:
         }
     )
     return error
+
+
+class _WithError:
+    """A trace sink that closes with the run's error in the result."""
+
+    def __init__(self, inner: TraceSink, error: RunError) -> None:
+        self.inner = inner
+        self.error = error
+
+    async def write(self, record: StepRecord) -> None:
+        await self.inner.write(record)
+
+    async def close(self, result: RunResult) -> None:
+        await self.inner.close(result.model_copy(update={"error": self.error}))
 
 
 def _bare_result(run: Run, message: str) -> RunResult:

@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from closedloop.agent import stop_on_no_progress, stop_on_repeats
 from closedloop.models import CallInfo, ModelBase, RawCompletion
 from closedloop.perception import Observation
 
@@ -113,7 +114,11 @@ def serve(port_file: Path, db: Path, runs_dir: Path, synchronous: str) -> None:
     registry.register(
         "sensor",
         lambda ctx: Agent(
-            ctx.model, [probe], store=ctx.store, control=sensor_control, no_progress=20
+            ctx.model,
+            [probe],
+            store=ctx.store,
+            control=sensor_control,
+            stop=stop_on_no_progress(20) | stop_on_repeats(2),
         ),
     )
     settings = ServerSettings(

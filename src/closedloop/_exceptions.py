@@ -34,11 +34,14 @@ The tree::
     ├── CircuitOpenError                      a circuit breaker is open; the call was not made
     └── AgentError                            the loop itself could not go on
         ├── InvalidActionError                the model proposed an action that failed validation
-        └── HandoverRequiredError             the task was frozen for a human decision
+        ├── HandoverRequiredError             the task was frozen for a human decision
+        └── OutputValidationError             the final answer does not fit the output type
 
 Expected failures of the world (an empty answer, a 503, a drifted format) are not
 exceptions: they become scored ``Observation``s the loop can reason about. Exceptions
-are for contracts broken by the caller or by infrastructure.
+are for contracts broken by the caller or by infrastructure. Inside a run even those do
+not escape: the run ends with halt ``error`` and the exception, as data, in the result's
+``error``; only misuse before a run starts (a ``ConfigurationError``) raises.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeoutError",
     "ModelUnreachableError",
+    "OutputValidationError",
     "PostconditionFailedError",
     "PreconditionFailedError",
     "RealModelCallBlockedError",
@@ -228,6 +232,10 @@ class InvalidActionError(AgentError):
 
 class HandoverRequiredError(AgentError):
     """The task was frozen and handed to a human."""
+
+
+class OutputValidationError(AgentError):
+    """The accepted final answer does not validate against the agent's ``output_type``."""
 
 
 for _name in __all__:

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from closedloop.agent import Agent, MemoryTrace
+from closedloop.agent import Agent, MemoryTrace, RunResult
 from closedloop.models import CallInfo, FunctionModel, Message, ScriptedModel
 
 
@@ -74,6 +74,13 @@ def prompt_of(model: FunctionModel | ScriptedModel, index: int) -> str:
 
 def system_of(model: FunctionModel | ScriptedModel, index: int) -> str:
     return model.calls[index].messages[0].content
+
+
+def plain(result: RunResult | None) -> RunResult | None:
+    """A typed ``AgentResult`` as the plain ``RunResult`` its trace was closed with."""
+    if result is None:
+        return None
+    return RunResult.model_validate(result.model_dump(exclude={"output"}))
 
 
 def make_agent(model: Any, tools: Sequence[Any], **options: Any) -> tuple[Agent, MemoryTrace]:

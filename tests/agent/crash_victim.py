@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from closedloop.agent import Agent, RequiredField, Task, as_tool
+from closedloop.agent import Agent, RequiredField, RunLimits, Task, as_tool
 from closedloop.execution import AtomicAction, EffectClass, Reconciliation
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.server import open_store
@@ -127,11 +127,7 @@ async def main(argv: list[str]) -> None:
     store = KillingStore(inner, crash)
     tool = as_tool(order_action(inner, world, crash), fills={"order_id": "order_id"})
     agent = Agent(
-        model(customer, sku),
-        [tool],
-        store=store,  # type: ignore[arg-type]
-        max_steps=6,
-        trace=trace,
+        model(customer, sku), [tool], store=store, trace=trace, limits=RunLimits(max_steps=6)
     )
     task = Task(
         "place one order",

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import Agent, ControlConfig, HaltReason, edit_distance_metric
+from closedloop.agent import (
+    Agent,
+    ControlConfig,
+    HaltReason,
+    Runtime,
+    edit_distance_metric,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.agent._control import ControllerBank, rigour_instruction
 from closedloop.control import PID, ActuatorSchedule, RegressionESO, select_protocol
 from closedloop.feedback import MemoryStore, SQLiteStore
@@ -121,7 +129,9 @@ async def test_the_tool_actuators_follow_that_tools_controller(clock: FakeClock)
     store = MemoryStore()
     await store.record_put("control", "shaky", {"errors": [1.0, 1.0, 1.0]})
     model = scripted(call("shaky", n=1), final("1"))
-    agent, _ = make_agent(model, [shaky], store=store, sleep=clock.sleep, clock=clock)
+    agent, _ = make_agent(
+        model, [shaky], store=store, runtime=Runtime(clock=clock, sleep=clock.sleep)
+    )
     result = await agent.run("go")
     step = result.steps[0]
     assert step.actuators["max_retries"] == 1 and step.actuators["timeout_ms"] > 10_000
@@ -131,7 +141,7 @@ async def test_the_tool_actuators_follow_that_tools_controller(clock: FakeClock)
     assert delay in clock.slept
 
     cold_model = scripted(call("shaky", n=2), final("2"))
-    cold, _ = make_agent(cold_model, [shaky], sleep=clock.sleep, clock=clock)
+    cold, _ = make_agent(cold_model, [shaky], runtime=Runtime(clock=clock, sleep=clock.sleep))
     cold_result = await cold.run("go")
     assert cold_result.steps[0].actuators["max_retries"] == 0
     assert cold_result.steps[0].observation["status"] == "error"
@@ -183,7 +193,9 @@ async def test_the_eso_raises_the_protocol_as_quality_drops() -> None:
         return call("sensor", reading=step) if step <= 3 else final("x")
 
     model = FunctionModel(reply)
-    agent, _ = make_agent(model, [sensor], control=config, no_progress=9)
+    agent, _ = make_agent(
+        model, [sensor], control=config, stop=stop_on_no_progress(9) | stop_on_repeats(2)
+    )
     result = await agent.run("read the sensor")
     steps = result.steps[:3]
     assert [r.quality for r in steps] == pytest.approx([0.9, 0.5, 0.2])

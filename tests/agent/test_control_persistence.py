@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from closedloop.agent import Agent, ControlConfig, RunResult, StepRecord
+from closedloop.agent import (
+    Agent,
+    ControlConfig,
+    RunLimits,
+    RunResult,
+    StepRecord,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.agent._control import TaskControl
 from closedloop.control import LatencyTracker, Protocol, ProtocolSelector
 from closedloop.feedback import SQLiteStore
@@ -46,9 +54,9 @@ def agent(store: SQLiteStore) -> Agent:
         [probe],
         store=store,
         control=CONTROL,
-        max_steps=12,
-        no_progress=20,
         trace=False,
+        stop=stop_on_no_progress(20) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=12),
     )
 
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from closedloop.agent import Budget, HaltReason, stop_after_delay
+from closedloop.agent import (
+    Budget,
+    HaltReason,
+    RunLimits,
+    Runtime,
+    stop_after_delay,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.models import CallInfo, FunctionModel, Message
 
-from .conftest import FakeClock, add, call, final, make_agent, scripted
+from .conftest import FakeClock, add, call, final, make_agent, plain, scripted
 
 
 def _hanging_model(started: asyncio.Event) -> FunctionModel:
@@ -23,7 +31,10 @@ def _hanging_model(started: asyncio.Event) -> FunctionModel:
 async def test_the_deadline_cancels_a_hung_model_call(clock: FakeClock) -> None:
     started = asyncio.Event()
     agent, trace = make_agent(
-        _hanging_model(started), [add], deadline_s=30, clock=clock, sleep=clock.sleep
+        _hanging_model(started),
+        [add],
+        limits=RunLimits(deadline_s=30),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("2+2")
     assert started.is_set()
@@ -31,7 +42,8 @@ async def test_the_deadline_cancels_a_hung_model_call(clock: FakeClock) -> None:
     assert clock.slept == [30.0]  # the watcher's timer, driven by the fake clock
     assert len(result.steps) == 1 and result.steps[0].halt is HaltReason.DEADLINE
     assert "cut off (deadline)" in result.steps[0].notes[0]
-    assert trace.result is result or trace.result == result
+    assert trace.result is not None  # the trace holds the plain result, the caller the typed one
+    assert trace.result.model_dump() == result.model_dump(exclude={"output"})
 
 
 async def test_the_deadline_cancels_a_hung_tool_call(clock: FakeClock) -> None:
@@ -46,9 +58,8 @@ async def test_the_deadline_cancels_a_hung_tool_call(clock: FakeClock) -> None:
     agent, _ = make_agent(
         scripted(call("hang", x=1), final("x")),
         [hang],
-        deadline_s=60,
-        clock=clock,
-        sleep=clock.sleep,
+        limits=RunLimits(deadline_s=60),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("hang")
     assert entered == [1]
@@ -63,8 +74,7 @@ async def test_a_stop_after_delay_policy_also_bounds_calls_in_flight(clock: Fake
         _hanging_model(asyncio.Event()),
         [add],
         stop=stop_after_delay(5),
-        clock=clock,
-        sleep=clock.sleep,
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.DEADLINE and clock.slept == [5.0]
@@ -79,7 +89,7 @@ async def test_cancellation_ends_a_call_in_flight() -> None:
     cancel.set()
     result = await running
     assert result.halt_reason is HaltReason.CANCELLED and not result.success
-    assert trace.result == result
+    assert trace.result == plain(result)
     assert result.steps[-1].halt is HaltReason.CANCELLED
 
 
@@ -97,7 +107,7 @@ async def test_a_budget_spent_elsewhere_ends_a_call_in_flight() -> None:
 async def test_the_runs_own_spending_stops_it_between_steps() -> None:
     budget = Budget(tokens=300)
     model = scripted(*(call("add", a=i, b=1) for i in range(10)))
-    agent, _ = make_agent(model, [add], no_progress=20)
+    agent, _ = make_agent(model, [add], stop=stop_on_no_progress(20) | stop_on_repeats(2))
     result = await agent.run("count", budget=budget)
     assert result.halt_reason is HaltReason.BUDGET
     assert budget.tokens_used >= 300 and len(result.steps) < 10
@@ -111,7 +121,7 @@ async def test_a_run_cancelled_before_it_starts_takes_no_step() -> None:
     agent, trace = make_agent(model, [add])
     result = await agent.run("x", cancel=cancel)
     assert result.halt_reason is HaltReason.CANCELLED and result.steps == []
-    assert model.calls == [] and trace.result == result
+    assert model.calls == [] and trace.result == plain(result)
 
 
 async def test_time_is_read_from_the_injected_clock_between_steps(clock: FakeClock) -> None:
@@ -119,7 +129,9 @@ async def test_time_is_read_from_the_injected_clock_between_steps(clock: FakeClo
         clock.advance(50.0)  # each model call "takes" 50 s
         return call("add", a=len(messages), b=clock.now)
 
-    agent, _ = make_agent(FunctionModel(reply), [add], deadline_s=120, clock=clock)
+    agent, _ = make_agent(
+        FunctionModel(reply), [add], limits=RunLimits(deadline_s=120), runtime=Runtime(clock=clock)
+    )
     result = await agent.run("slow")
     assert result.halt_reason is HaltReason.DEADLINE
     assert [round(r.t_s) for r in result.steps] == [50, 100, 150]
@@ -128,6 +140,6 @@ async def test_time_is_read_from_the_injected_clock_between_steps(clock: FakeClo
 
 async def test_a_short_real_deadline_cancels_a_hung_call() -> None:
     # The one test on the real clock: 0.2 s, and nothing asserts how long it took.
-    agent, _ = make_agent(_hanging_model(asyncio.Event()), [add], deadline_s=0.2)
+    agent, _ = make_agent(_hanging_model(asyncio.Event()), [add], limits=RunLimits(deadline_s=0.2))
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.DEADLINE

@@ -8,10 +8,15 @@ from closedloop.agent import (
     ControlConfig,
     HaltReason,
     ModelReviewer,
+    PlanExecute,
+    PlanReview,
     ReviewRequest,
     ReviewVerdict,
+    RunLimits,
     Task,
     TaskState,
+    stop_on_no_progress,
+    stop_on_repeats,
     tool,
 )
 from closedloop.feedback import MemoryStore
@@ -73,7 +78,11 @@ async def test_replans_are_counted_and_bounded() -> None:
     model = scripted(*(_plan(("lookup", {"key": f"k{i}"})) for i in range(5)), cycle=True)
     store = MemoryStore()
     agent, _ = make_agent(
-        model, [lookup], mode="plan_execute", max_replans=2, store=store, no_progress=50
+        model,
+        [lookup],
+        store=store,
+        mode=PlanExecute(max_replans=2),
+        stop=stop_on_no_progress(50) | stop_on_repeats(2),
     )
     result = await agent.run(Task(prompt="find it", task_id="p2"))
     assert result.halt_reason is HaltReason.NO_PROGRESS and not result.success
@@ -99,7 +108,7 @@ async def test_the_reviewer_sends_a_step_back_until_it_is_complete() -> None:
         call("add", a=5, b=6),  # the executor adjusts: complete
         final("11"),
     )
-    agent, _ = make_agent(model, [add], mode="plan_review", reviewer=reviewer)
+    agent, _ = make_agent(model, [add], mode=PlanReview(reviewer=reviewer))
     result = await agent.run("Find two numbers whose sum is at least 10.")
     assert result.success and result.answer == "11"
     assert reviews == [3.0, 11.0]
@@ -120,9 +129,7 @@ async def test_too_many_sendbacks_trigger_a_replan() -> None:
     agent, _ = make_agent(
         model,
         [add],
-        mode="plan_review",
-        max_sendbacks=1,
-        reviewer=lambda request: request.observation.value > 10,
+        mode=PlanReview(max_sendbacks=1, reviewer=lambda request: request.observation.value > 10),
     )
     result = await agent.run("Sum above 10.")
     assert result.success and result.answer == "18"
@@ -138,7 +145,7 @@ async def test_a_model_can_be_the_reviewer() -> None:
     model = scripted(
         _plan(("add", {"a": 1, "b": 1})), call("add", a=1, b=1), call("add", a=4, b=4), final("8")
     )
-    agent, _ = make_agent(model, [add], mode="plan_review", reviewer=ModelReviewer(verdicts))
+    agent, _ = make_agent(model, [add], mode=PlanReview(reviewer=ModelReviewer(verdicts)))
     result = await agent.run("Make it big enough.")
     assert result.success
     assert len(verdicts.calls) == 2 and verdicts.calls[0].response_schema is not None
@@ -191,7 +198,7 @@ async def test_a_phase_forbidden_action_is_refused_with_a_reason() -> None:
 
     task = Task(prompt="Confirm to the guest.", required_fields=["email"])
     model = FunctionModel(reply)
-    agent, _ = make_agent(model, [send_confirmation, lookup_guest], max_steps=3)
+    agent, _ = make_agent(model, [send_confirmation, lookup_guest], limits=RunLimits(max_steps=3))
     result = await agent.run(task)
     refused = result.steps[0]
     assert refused.validation_errors == [
@@ -205,7 +212,7 @@ async def test_a_phase_forbidden_action_is_refused_with_a_reason() -> None:
 
 async def test_plan_modes_refuse_tools_while_finishing() -> None:
     model = scripted(_plan(("add", {"a": 1, "b": 1})), call("add", a=5, b=5), final("2"))
-    agent, _ = make_agent(model, [add], mode="plan_execute", max_replans=0)
+    agent, _ = make_agent(model, [add], mode=PlanExecute(max_replans=0))
     result = await agent.run("1+1")
     finishing = result.steps[2]
     assert finishing.phase == "finishing"

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import ControlConfig, HaltReason, Task, tool
+from closedloop.agent import (
+    ContextSettings,
+    ControlConfig,
+    HaltReason,
+    ModelSettings,
+    RunLimits,
+    Task,
+    tool,
+)
 from closedloop.agent._actions import Proposal
 from closedloop.agent._protocols import agree, intersect
 from closedloop.agent._records import ActionCall
@@ -98,8 +106,8 @@ async def test_dual_verification_can_ask_a_second_model_and_drops_disputed_argum
         FunctionModel(primary),
         [_shaky_sensor(0.5), book],
         control=DUAL,
-        verifier=second,
-        max_steps=2,
+        limits=RunLimits(max_steps=2),
+        model_settings=ModelSettings(verifier=second),
     )
     result = await agent.run("Book a room on Friday.")
     assert len(second.calls) == 1 and booked == []
@@ -131,7 +139,9 @@ async def test_dimension_reduction_skips_non_core_tools_and_returns_the_plain_re
         model,
         [_shaky_sensor(0.5), render_chart],
         control=REDUCE,
-        format_answer=lambda answer, fields: f"## Report\n\n{answer}\n\n![chart](chart.png)",
+        context=ContextSettings(
+            format_answer=lambda answer, fields: f"## Report\n\n{answer}\n\n![chart](chart.png)"
+        ),
     )
     result = await agent.run("Report the reading with a chart.")
     assert charts == []
@@ -164,7 +174,7 @@ async def test_without_a_disturbance_the_non_core_parts_run() -> None:
         FunctionModel(reply),
         [_shaky_sensor(1.0), render_chart],
         control=REDUCE,
-        format_answer=lambda answer, fields: f"## Report\n\n{answer}",
+        context=ContextSettings(format_answer=lambda answer, fields: f"## Report\n\n{answer}"),
     )
     result = await agent.run("Report the reading with a chart.")
     assert charts == ["readings"]

@@ -10,16 +10,20 @@ from typing import Any
 
 import pytest
 
-from closedloop import ConfigurationError, StaleStateError, TransientModelError
+from closedloop import ConfigurationError, TransientModelError
 from closedloop.agent import (
     Agent,
+    ContextSettings,
     HaltReason,
     RequiredField,
+    RunLimits,
+    Runtime,
     Task,
     TaskState,
     read_trace,
     run_agent,
-    run_agent_async,
+    stop_on_no_progress,
+    stop_on_repeats,
     tool,
 )
 from closedloop.feedback import MemoryStore, SQLiteStore
@@ -32,6 +36,7 @@ from .conftest import (
     convert_temperature,
     final,
     make_agent,
+    plain,
     prompt_of,
     scripted,
     system_of,
@@ -49,7 +54,7 @@ async def test_a_calculator_task_ends_with_an_accepted_final_answer() -> None:
     assert [r.step_type for r in result.steps] == ["add", "final"]
     assert result.steps[0].observation is not None
     assert result.steps[0].observation["value"] == 5.0
-    assert trace.records == result.steps and trace.result == result
+    assert trace.records == result.steps and trace.result == plain(result)
     assert result.usage.model_calls == 2 and result.usage.prompt_tokens > 0
     assert "5.0" in prompt_of(model, 1)  # the observation was projected into step 2
 
@@ -143,7 +148,9 @@ async def test_every_tool_empty_never_reports_success(strategy: str) -> None:
         prompt="Book a meeting room for 3 people on Friday.",
         required_fields=[RequiredField(name="booking_id", schema={"type": "string"})],
     )
-    agent, trace = make_agent(_confident_model(strategy), _stubbed_tools(), max_steps=12)
+    agent, trace = make_agent(
+        _confident_model(strategy), _stubbed_tools(), limits=RunLimits(max_steps=12)
+    )
     result = await agent.run(task)
     assert result.halt_reason in NEVER_SUCCESS, result.message
     assert not result.success and result.answer is None
@@ -173,7 +180,7 @@ async def test_the_same_call_with_a_fresh_timestamp_each_time_is_a_repeat() -> N
         return call("weather", city="Paris", ts=n, request_id=f"req-{n}")
 
     model = FunctionModel(reply)
-    agent, _ = make_agent(model, [weather], max_repeats=2)
+    agent, _ = make_agent(model, [weather], stop=stop_on_no_progress(3) | stop_on_repeats(2))
     result = await agent.run("What's the weather in Paris?")
     assert result.halt_reason is HaltReason.REPEATED_ACTION
     assert len(runs) == 1  # repeats are not run again
@@ -287,7 +294,12 @@ async def test_big_and_old_observations_are_compacted_with_a_note() -> None:
         return [{"id": i, "text": "x" * 40} for i in range(page * 500, page * 500 + 500)]
 
     model = scripted(*(call("listing", page=p) for p in range(6)), final("done"))
-    agent, _ = make_agent(model, [listing], observation_chars=800, no_progress=10)
+    agent, _ = make_agent(
+        model,
+        [listing],
+        stop=stop_on_no_progress(10) | stop_on_repeats(2),
+        context=ContextSettings(observation_chars=800),
+    )
     result = await agent.run("Read the listing.")
     assert result.success
     last = prompt_of(model, 6)
@@ -310,7 +322,7 @@ async def test_failures_of_the_world_become_observations_and_the_run_goes_on() -
         call("flaky", x=4),
         final("4"),
     )
-    agent, _ = make_agent(model, [flaky], no_progress=5)
+    agent, _ = make_agent(model, [flaky], stop=stop_on_no_progress(5) | stop_on_repeats(2))
     result = await agent.run("Get an even number.")
     assert result.success
     first, second, third = result.steps[:3]
@@ -331,7 +343,7 @@ async def test_iter_yields_one_typed_record_per_step_and_can_stop_early() -> Non
                 break
     assert seen == [0]
     assert run.result is not None and run.result.halt_reason is HaltReason.CANCELLED
-    assert trace.result is run.result
+    assert trace.result == plain(run.result)
     full = agent.iter("Add again.")
     steps = [r.step_type async for r in full]
     assert steps == ["add", "final"] and full.result is not None and full.result.success
@@ -341,7 +353,12 @@ async def test_iter_yields_one_typed_record_per_step_and_can_stop_early() -> Non
 async def test_task_state_is_kept_in_the_store(backend: str, tmp_path: Path) -> None:
     store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "state.db")
     model = scripted(call("add", a=2, b=3), final("5", total=5))
-    agent, _ = make_agent(model, [add], store=store, required_fields={"total": {"type": "number"}})
+    agent, _ = make_agent(
+        model,
+        [add],
+        store=store,
+        context=ContextSettings(required_fields={"total": {"type": "number"}}),
+    )
     try:
         result = await agent.run(Task(prompt="2+3", task_id="t_8f31", required_fields=["total"]))
         snapshot = await store.get("t_8f31")
@@ -367,10 +384,12 @@ async def test_a_lost_compare_and_set_ends_the_run_as_an_error() -> None:
         return x
 
     agent, trace = make_agent(scripted(call("meddle", x=1), final("1")), [meddle], store=store)
-    with pytest.raises(StaleStateError):
-        await agent.run(Task(prompt="go", task_id="t1"))
+    result = await agent.run(Task(prompt="go", task_id="t1"))
+    assert result.halt_reason is HaltReason.ERROR and not result.success
+    assert result.error is not None and result.error.type == "StaleStateError"
     assert trace.result is not None and trace.result.halt_reason is HaltReason.ERROR
     assert "StaleStateError" in trace.result.message
+    assert trace.result.error == result.error  # the trace keeps the error too
 
 
 async def test_the_default_trace_is_jsonl_under_closedloop_home(closedloop_home: Path) -> None:
@@ -391,26 +410,26 @@ def test_run_agent_is_sync_and_refuses_a_running_loop(tmp_path: Path) -> None:
         "1+2",
         model=scripted(call("add", a=1, b=2), final("3")),
         tools=[add],
-        trace_dir=tmp_path,
+        runtime=Runtime(trace_dir=tmp_path),
     )
     assert result.success and result.answer == "3"
     assert Path(result.trace_path or "").is_file()
 
     async def inside() -> None:
-        with pytest.raises(ConfigurationError, match="run_agent_async"):
+        with pytest.raises(ConfigurationError, match="inside a running event loop"):
             run_agent("x", model=scripted(final("x")), trace=False)
 
     asyncio.run(inside())
 
 
-async def test_run_agent_async_and_the_step_limit_is_a_recorded_end() -> None:
-    result = await run_agent_async(
-        "count forever",
-        model=scripted(*(call("add", a=i, b=1) for i in range(10))),
-        tools=[add],
-        max_steps=3,
+async def test_the_step_limit_is_a_recorded_end() -> None:
+    agent = Agent(
+        scripted(*(call("add", a=i, b=1) for i in range(10))),
+        [add],
         trace=False,
+        limits=RunLimits(max_steps=3),
     )
+    result = await agent.run("count forever")
     assert result.halt_reason is HaltReason.STEP_LIMIT and not result.success
     assert len(result.steps) == 3 and result.steps[-1].halt is HaltReason.STEP_LIMIT
     assert "ran out of steps" in result.message
@@ -420,7 +439,7 @@ def test_bad_agent_arguments_name_themselves() -> None:
     with pytest.raises(ConfigurationError, match="mode"):
         Agent(scripted(), [add], mode="swarm")
     with pytest.raises(ConfigurationError, match="max_steps"):
-        Agent(scripted(), [add], max_steps=0)
+        Agent(scripted(), [add], limits=RunLimits(max_steps=0))
     with pytest.raises(ConfigurationError, match="two tools share"):
         Agent(scripted(), [add, add])
     with pytest.raises(ConfigurationError, match="model"):
@@ -429,7 +448,12 @@ def test_bad_agent_arguments_name_themselves() -> None:
 
 async def test_known_causes_get_the_decision_rules_advice_as_a_note() -> None:
     model = _confident_model("varied_calls")
-    agent, _ = make_agent(model, _stubbed_tools(), no_progress=5, max_steps=5)
+    agent, _ = make_agent(
+        model,
+        _stubbed_tools(),
+        stop=stop_on_no_progress(5) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=5),
+    )
     result = await agent.run("Find a free room.")
     first_empty = result.steps[0]
     assert any("rule widen_or_ask -> widen_query" in n for n in first_empty.notes)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import ReadRetry
+from closedloop.agent import ReadRetry, RunLimits, Runtime, stop_on_no_progress, stop_on_repeats
 from closedloop.agent._reads import is_transient
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import MemoryStore
@@ -50,7 +50,10 @@ async def test_a_503_answer_is_asked_again_with_the_scheduled_delay(clock: FakeC
     world = Flaky(http_error(503), ok())
     model = scripted(call("lookup", city="Paris"), final("21"))
     agent, _ = make_agent(
-        model, [world.lookup], store=await hot_store(), sleep=clock.sleep, clock=clock
+        model,
+        [world.lookup],
+        store=await hot_store(),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -68,7 +71,10 @@ async def test_the_retries_stop_at_the_scheduled_count(clock: FakeClock) -> None
     world = Flaky(http_error(503))
     model = scripted(call("lookup", city="Paris"), final("none"))
     agent, _ = make_agent(
-        model, [world.lookup], store=await hot_store(), sleep=clock.sleep, clock=clock
+        model,
+        [world.lookup],
+        store=await hot_store(),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -82,7 +88,7 @@ async def test_a_cold_controller_does_not_retry_but_the_model_may_ask_again(
 ) -> None:
     world = Flaky(http_error(503), ok())
     model = scripted(call("lookup", city="Paris"), call("lookup", city="Paris"), final("21"))
-    agent, _ = make_agent(model, [world.lookup], sleep=clock.sleep, clock=clock)
+    agent, _ = make_agent(model, [world.lookup], runtime=Runtime(clock=clock, sleep=clock.sleep))
     result = await agent.run("weather in Paris")
     first, second = result.steps[0], result.steps[1]
     assert first.actuators["max_retries"] == 0 and first.retries == []
@@ -98,11 +104,10 @@ async def test_a_real_loop_on_a_failing_read_still_stops(clock: FakeClock) -> No
     agent, _ = make_agent(
         model,
         [world.lookup],
-        sleep=clock.sleep,
-        clock=clock,
         read_retry=policy,
-        max_steps=8,
-        no_progress=50,
+        stop=stop_on_no_progress(50) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=8),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     # the first try, then one let-through repeat (with its own scheduled retries)
@@ -115,7 +120,10 @@ async def test_a_4xx_is_a_definite_answer(clock: FakeClock) -> None:
     world = Flaky(http_error(404), ok())
     model = scripted(call("lookup", city="Paris"), final("unknown"))
     agent, _ = make_agent(
-        model, [world.lookup], store=await hot_store(), sleep=clock.sleep, clock=clock
+        model,
+        [world.lookup],
+        store=await hot_store(),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []
@@ -129,9 +137,8 @@ async def test_a_429_waits_for_retry_after_within_the_cap(clock: FakeClock) -> N
         model,
         [world.lookup],
         store=await hot_store(),
-        sleep=clock.sleep,
-        clock=clock,
         read_retry=ReadRetry(max_backoff_s=4.0),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     assert result.steps[0].retries[0]["status"] == "rate_limited"
@@ -146,9 +153,8 @@ async def test_disabled_policy_leaves_the_answer_to_the_model(clock: FakeClock) 
         model,
         [world.lookup],
         store=await hot_store(),
-        sleep=clock.sleep,
-        clock=clock,
         read_retry=ReadRetry(enabled=False),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []
@@ -164,7 +170,9 @@ async def test_an_effect_answering_503_is_not_retried_by_the_loop(clock: FakeClo
 
     action = AtomicAction(name="pay", fn=pay, effect=EffectClass.ONCE)
     model = scripted(call("pay", amount=3), final("no"))
-    agent, _ = make_agent(model, [action], store=await hot_store("pay"), sleep=clock.sleep)
+    agent, _ = make_agent(
+        model, [action], store=await hot_store("pay"), runtime=Runtime(sleep=clock.sleep)
+    )
     result = await agent.run("pay 3")
     assert len(calls) == 1 and result.steps[0].retries == []
 
@@ -173,7 +181,10 @@ async def test_an_empty_answer_is_rechecked_when_the_error_is_high(clock: FakeCl
     world = Flaky(Observation.empty(source="lookup"), ok())
     model = scripted(call("lookup", city="Paris"), final("21"))
     agent, _ = make_agent(
-        model, [world.lookup], store=await hot_store(), sleep=clock.sleep, clock=clock
+        model,
+        [world.lookup],
+        store=await hot_store(),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -185,7 +196,7 @@ async def test_an_empty_answer_is_rechecked_when_the_error_is_high(clock: FakeCl
 async def test_an_empty_answer_is_accepted_when_nothing_is_wrong(clock: FakeClock) -> None:
     world = Flaky(Observation.empty(source="lookup"), ok())
     model = scripted(call("lookup", city="Paris"), final("no match"))
-    agent, _ = make_agent(model, [world.lookup], sleep=clock.sleep, clock=clock)
+    agent, _ = make_agent(model, [world.lookup], runtime=Runtime(clock=clock, sleep=clock.sleep))
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []
 
@@ -197,9 +208,8 @@ async def test_an_empty_recheck_can_be_turned_off(clock: FakeClock) -> None:
         model,
         [world.lookup],
         store=await hot_store(),
-        sleep=clock.sleep,
-        clock=clock,
         read_retry=ReadRetry(recheck_empty=False),
+        runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []

@@ -11,7 +11,10 @@ from closedloop.agent import (
     Agent,
     ControlConfig,
     HaltReason,
+    ModelSettings,
     RequiredField,
+    RunLimits,
+    Runtime,
     Task,
     as_tool,
     read_trace,
@@ -55,11 +58,10 @@ async def test_the_loop_runs_a_real_model_against_a_real_http_tool(
     agent = Agent(
         model,
         [weather],
-        max_steps=3,
-        max_tokens=48,
-        deadline_s=400,
         control=control,
-        trace_dir=tmp_path,
+        limits=RunLimits(max_steps=3, deadline_s=400),
+        model_settings=ModelSettings(max_tokens=48),
+        runtime=Runtime(trace_dir=tmp_path),
     )
     task = Task(
         prompt="What is the temperature in Paris right now?",

@@ -80,15 +80,18 @@ async def test_the_runner_coerces_json_into_typed_arguments(inventory: Inventory
     assert converted == {"value": 100.0, "unit": "celsius"}
 
 
-async def test_a_tool_bug_becomes_a_tool_error_not_a_crash() -> None:
+async def test_a_bad_argument_is_a_tool_error_and_a_bug_is_the_tools_own() -> None:
     def broken(x: int) -> int:
         """Always fails."""
         raise TypeError("boom")
 
-    with pytest.raises(ToolError, match="broken raised TypeError: boom"):
+    with pytest.raises(TypeError, match="boom"):  # valid arguments: the tool's own bug
         await as_tool(broken).action.fn(x=1)
     with pytest.raises(ToolError, match="do not fit"):
         await as_tool(broken).action.fn(x="not a number")
+    schema = {"type": "function", "function": {"name": "broken", "parameters": {}}}
+    with pytest.raises(ToolError, match="broken raised TypeError: boom"):  # unchecked
+        await Tool.from_openai(schema, broken).action.fn(x=1)
 
 
 def test_the_decorator_keeps_the_function_callable_and_carries_options() -> None:

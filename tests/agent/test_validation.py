@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import HaltReason, Task
+from closedloop.agent import HaltReason, ModelSettings, Task, stop_on_no_progress, stop_on_repeats
 from closedloop.models import CallInfo, FunctionModel, Message, RawCompletion, ToolCall
 
 from .conftest import (
@@ -85,7 +85,7 @@ async def test_replies_that_are_not_actions_are_refused_with_the_reason() -> Non
         '```json\n{"tool": "add", "a": 1, "b": 2}\n```',  # flattened arguments are read
         final("3"),
     )
-    agent, _ = make_agent(model, [add], no_progress=5)
+    agent, _ = make_agent(model, [add], stop=stop_on_no_progress(5) | stop_on_repeats(2))
     result = await agent.run("1+2")
     assert "the reply is not a JSON action" in result.steps[0].validation_errors[0]
     assert "'arguments' must be a JSON object" in result.steps[1].validation_errors[0]
@@ -115,7 +115,7 @@ async def test_native_tool_calling_uses_function_entries_and_a_final_answer_tool
         )
 
     model = FunctionModel(reply)
-    agent, _ = make_agent(model, [add], tool_calling="native")
+    agent, _ = make_agent(model, [add], model_settings=ModelSettings(tool_calling="native"))
     result = await agent.run(Task(prompt="2+2", required_fields=["total"]))
     assert result.success and result.fields == {"total": 4}
     first = result.steps[0]
@@ -129,6 +129,6 @@ async def test_native_tool_calling_uses_function_entries_and_a_final_answer_tool
 
 async def test_plain_text_from_a_native_model_is_its_final_answer() -> None:
     model = FunctionModel(lambda messages, info: "It is 4.")
-    agent, _ = make_agent(model, [add], tool_calling="native")
+    agent, _ = make_agent(model, [add], model_settings=ModelSettings(tool_calling="native"))
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.FINAL and result.answer == "It is 4."

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from closedloop.agent import ControlConfig, HaltReason, run_agent_async
+from closedloop.agent import (
+    Agent,
+    ControlConfig,
+    HaltReason,
+    RunLimits,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.feedback import MemoryStore
 from closedloop.reference import (
     Answer,
@@ -70,19 +77,16 @@ async def test_the_loop_plays_the_ideal_trajectory_and_the_checker_agrees(
 ) -> None:
     store = MemoryStore()
     async with WorldTools(world.base_url, store=store) as tools:
-        result = await run_agent_async(
-            task.agent_task(),
-            model=ideal_model(task, tools),
-            tools=tools.tools(task.domain),
+        agent = Agent(
+            ideal_model(task, tools),
+            tools.tools(task.domain),
             store=store,
-            max_steps=task.expected_steps + 2,
-            # Closed rooms and fully booked days answer "empty" several days in a row: for
-            # these tasks that is the information sought, not a lack of progress or a
-            # disturbance to escalate (the control itself is tested in tests/agent).
-            no_progress=task.expected_steps + 1,
             control=ControlConfig(protocols=False),
             trace=False,
+            stop=stop_on_no_progress(task.expected_steps + 1) | stop_on_repeats(2),
+            limits=RunLimits(max_steps=task.expected_steps + 2),
         )
+        result = await agent.run(task.agent_task())
     assert result.halt_reason is HaltReason.FINAL and result.success, result.message
     assert [s.action.tool for s in result.steps if s.action] == [
         c.tool for c in task.ideal_trajectory
@@ -262,15 +266,15 @@ async def test_through_the_loop_lost_answers_are_reconciled_not_repeated(
     store = MemoryStore()
     with serve_faults({"bookings_create": lost, "payments_create": lost}) as world:
         async with WorldTools(world.base_url, store=store) as tools:
-            result = await run_agent_async(
-                task.agent_task(),
-                model=ideal_model(task, tools),
-                tools=tools.tools(task.domain),
+            agent = Agent(
+                ideal_model(task, tools),
+                tools.tools(task.domain),
                 store=store,
-                max_steps=task.expected_steps + 2,
                 control=ControlConfig(protocols=False),
                 trace=False,
+                limits=RunLimits(max_steps=task.expected_steps + 2),
             )
+            result = await agent.run(task.agent_task())
         assert result.success, result.message
         assert world.counters["bookings_create"].commit_then_fail == 1
         assert world.counters["payments_create"].commit_then_fail == 1

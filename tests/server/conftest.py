@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from closedloop.agent import Agent, ControlConfig
+from closedloop.agent import Agent, ControlConfig, RunLimits, stop_on_no_progress, stop_on_repeats
 from closedloop.feedback import SQLiteStore, StateStore
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import Observation
@@ -70,7 +70,12 @@ def sensor_reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any
 
 def sensor_agent(ctx: AgentContext) -> Agent:
     return Agent(
-        ctx.model, [probe], store=ctx.store, control=SENSOR_CONTROL, max_steps=12, no_progress=20
+        ctx.model,
+        [probe],
+        store=ctx.store,
+        control=SENSOR_CONTROL,
+        stop=stop_on_no_progress(20) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=12),
     )
 
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from closedloop import ConfigurationError, SessionNotFoundError
-from closedloop.agent import Agent, Task
+from closedloop.agent import Agent, ContextSettings, Task
 from closedloop.feedback import MemoryStore, SQLiteStore
 from closedloop.models import FunctionModel
 from closedloop.server import (
@@ -152,7 +152,9 @@ async def test_the_registry_builds_agents_on_the_callers_store() -> None:
     registry.register("calc", lambda ctx: Agent(ctx.model, [add], store=ctx.store))
 
     async def slow(ctx: AgentContext) -> Agent:
-        return Agent(ctx.model, [add], store=ctx.store, required_fields=["total"])
+        return Agent(
+            ctx.model, [add], store=ctx.store, context=ContextSettings(required_fields=["total"])
+        )
 
     registry.register("slow", slow, description="async factory")
     assert [s.name for s in registry] == ["calc", "slow"] and "calc" in registry

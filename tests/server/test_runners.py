@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import Agent, RunResult, Task, TraceSink
+from closedloop.agent import Agent, RunResult, Task, TraceSink, stop_on_no_progress, stop_on_repeats
 from closedloop.feedback import StateStore
 from closedloop.models import Model
 from closedloop.server import AgentContext, AgentRegistry
@@ -22,7 +22,12 @@ class MiniRunner:
         self.store = store
         self.closed = False
         self._agent = Agent(
-            model, tools, store=store, trace=trace, control=SENSOR_CONTROL, no_progress=20
+            model,
+            tools,
+            store=store,
+            trace=trace,
+            control=SENSOR_CONTROL,
+            stop=stop_on_no_progress(20) | stop_on_repeats(2),
         )
 
     async def run(self, task: str, *, session_id: str) -> RunResult:

@@ -19,7 +19,15 @@ from typing import Any
 
 import httpx
 
-from closedloop.agent import Agent, RequiredField, Task, as_tool
+from closedloop.agent import (
+    Agent,
+    RequiredField,
+    RunLimits,
+    Task,
+    as_tool,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.execution import AtomicAction, EffectClass, Reconciliation
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.server import AgentContext, AgentRegistry
@@ -69,8 +77,8 @@ def orderer(ctx: AgentContext, *, fragile: bool = False) -> Agent:
         FunctionModel(reply, name="orderer"),
         [as_tool(action, fills={"order_id": "order_id"})],
         store=ctx.store,
-        max_steps=4,
-        max_repeats=1,
+        stop=stop_on_no_progress(3) | stop_on_repeats(1),
+        limits=RunLimits(max_steps=4),
     )
 
 

@@ -21,14 +21,32 @@ from ._control import ControlConfig, ErrorMetric, default_schedule, edit_distanc
 from ._coordinator import Coordinator, Decision, SubAgentReport
 from ._inflight import Budget
 from ._iterate import AgentRun
+from ._options import (
+    DEFAULT_STOP,
+    ContextSettings,
+    ModelSettings,
+    PlanExecute,
+    PlanReview,
+    ReAct,
+    RunLimits,
+    Runtime,
+)
 from ._otel import OtelSink
 from ._plain import PlainLine, PlainView, plain_view, render_plain
 from ._plot import plot_run
 from ._prewarm import Fingerprint, FingerprintCache, Prewarm, prewarm
 from ._reads import ReadRetry
-from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
+from ._records import (
+    ActionCall,
+    AgentResult,
+    HaltReason,
+    RunError,
+    RunResult,
+    RunUsageSummary,
+    StepRecord,
+)
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer
-from ._run_agent import run_agent, run_agent_async
+from ._run_agent import run_agent
 from ._state import PlanStep, RequiredField, Task, TaskState
 from ._stop import (
     LoopState,
@@ -47,10 +65,13 @@ from ._tools import Tool, as_tool, requires_nonempty, tool
 from ._trace import JsonlTrace, MemoryTrace, MultiSink, TraceSink, read_trace
 
 __all__ = [
+    "DEFAULT_STOP",
     "ActionCall",
     "Agent",
+    "AgentResult",
     "AgentRun",
     "Budget",
+    "ContextSettings",
     "ControlConfig",
     "Coordinator",
     "Decision",
@@ -62,18 +83,25 @@ __all__ = [
     "LoopState",
     "MemoryTrace",
     "ModelReviewer",
+    "ModelSettings",
     "MultiSink",
     "OtelSink",
     "PlainLine",
     "PlainView",
+    "PlanExecute",
+    "PlanReview",
     "PlanStep",
     "Prewarm",
+    "ReAct",
     "ReadRetry",
     "RequiredField",
     "ReviewRequest",
     "ReviewVerdict",
+    "RunError",
+    "RunLimits",
     "RunResult",
     "RunUsageSummary",
+    "Runtime",
     "StepRecord",
     "StopAll",
     "StopAny",
@@ -95,7 +123,6 @@ __all__ = [
     "render_plain",
     "requires_nonempty",
     "run_agent",
-    "run_agent_async",
     "stop_after_delay",
     "stop_after_steps",
     "stop_never",

@@ -1,60 +1,69 @@
 """The public face of the loop: ``Agent`` (``run_agent`` wraps it for one task).
 
-``await agent.run(task)`` runs a task to a named halt; ``agent.iter(task)`` yields one
-typed ``StepRecord`` per step; ``await agent.resume(handover_id)`` continues a task a
-human has decided on; ``await agent.recover(task_id)`` continues a task whose process
-died. The ``_sync`` twins run their own event loop for scripts.
+An agent is three concepts: a model, its tools, and the task it is run on::
+
+    agent = Agent(model, tools=[get_weather])
+    result = agent.run_sync("What is the weather in Paris?")
+    result.output  # the answer, typed by output_type (str by default)
+
+Everything else is an option group with defaults (``_options.py``). One sync and one
+async way each: ``run``/``run_sync`` run a task to a named halt, ``iter``/``iter_sync``
+yield one typed ``StepRecord`` per step, ``resume``/``resume_sync`` continue a task a
+human has decided on, ``recover``/``recover_sync`` continue a task whose process died.
+Every exception inside a run ends it as ``error`` with the exception in the result;
+only misuse before a run starts (a ``ConfigurationError``) raises.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import (
-    Awaitable,
-    Callable,
-    Coroutine,
+    Generator,
     Iterable,
-    Iterator,
     Mapping,
 )
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from .._exceptions import AgentError, ConfigurationError
-from .._validation import require_int_at_least, require_positive
+from .._exceptions import ConfigurationError
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
 from ..models import Model, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
+from ._halt_error import end_with_error
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
-from ._modes import MODES
+from ._options import (
+    DEFAULT_STOP,
+    ContextSettings,
+    Mode,
+    ModelSettings,
+    PlanExecute,
+    PlanReview,
+    RunLimits,
+    Runtime,
+    mode_of,
+)
+from ._output import OutputParser, OutputT
 from ._prewarm import trace_with_notes
 from ._projection import ProjectionOptions
 from ._reads import ReadRetry
-from ._records import HaltReason, RunResult, StepRecord
+from ._records import AgentResult, HaltReason, RunResult, StepRecord
 from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
-from ._review import ModelReviewer, Reviewer, code_reviewer
+from ._review import code_reviewer
 from ._run import LoopSettings, Run
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
-from ._stop import (
-    StopFn,
-    StopPolicy,
-    as_stop_policy,
-    stop_after_steps,
-    stop_on_no_progress,
-    stop_on_repeats,
-)
+from ._stop import StopFn, StopPolicy, as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
+from ._twins import TypedRun, finished, no_running_loop, run_sync
 
 __all__ = ["Agent"]
 
-ToolCalling = Literal["auto", "native", "json"]
+G = TypeVar("G")
 
 
 class _NullSink:
@@ -73,20 +82,45 @@ def _model(value: Model | str, name: str) -> Model:
     return value
 
 
-class Agent:
+class _Cancel(Protocol):
+    """What ``cancel=`` accepts: an ``asyncio.Event``, a ``threading.Event`` or the like."""
+
+    def is_set(self) -> bool: ...
+
+
+Trace = TraceSink | str | os.PathLike[str] | Literal[False] | None
+
+
+def _group(name: str, value: Any, kind: type[G]) -> G:
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise ConfigurationError(name, value, f"must be a {kind.__name__} or None")
+    return value
+
+
+class Agent(Generic[OutputT]):
     """A model, its tools and the loop's settings, reusable across tasks.
 
     ``model`` is a ``Model`` or a spec string (``"local:qwen2.5-coder-0.5b"``). ``tools`` is a
     list (or name → tool map) of callables, ``@tool`` functions, ``AtomicAction``s,
-    ``(openai_schema, executor)`` pairs or ``HttpTool``s. ``mode`` is ``"react"``,
-    ``"plan_execute"`` or ``"plan_review"``. Every run ends with a named halt: ``max_steps``
-    and ``deadline_s`` always apply; ``stop`` adds a policy (default:
-    ``stop_on_no_progress(no_progress) | stop_on_repeats(max_repeats)``). ``store`` keeps
-    task state, the controllers' history and the handover queue (default: one
-    ``MemoryStore`` per agent). ``control`` holds every gain and threshold.
-    ``clock``/``wall_clock``/``sleep`` are injectable so tests never wait. ``read_retry``
-    (a :class:`ReadRetry`) says how the loop asks a read again when it answers with a
-    passing fault (5xx, timeout, 429) or a doubtful empty result.
+    ``(openai_schema, executor)`` pairs or ``HttpTool``s. ``output_type`` types the
+    result's ``output`` (default ``str``; anything pydantic validates, checked when the
+    answer is accepted). ``instructions`` are added to the system prompt.
+
+    The options, each a frozen value with defaults: ``mode`` (``ReAct()``,
+    ``PlanExecute(...)``, ``PlanReview(...)`` or a mode's name), ``model_settings``
+    (:class:`ModelSettings`), ``limits`` (:class:`RunLimits`: ``max_steps`` and ``deadline_s``
+    always apply), ``context`` (:class:`ContextSettings`), ``control``
+    (:class:`ControlConfig`: every gain and threshold), ``read_retry`` (:class:`ReadRetry`:
+    how a read that answered with a passing fault is asked again) and ``runtime``
+    (:class:`Runtime`: clocks and sleep, injectable so tests never wait).
+
+    ``stop`` is the one stop policy on top of the limits; its default is
+    ``stop_on_no_progress(3) | stop_on_repeats(2)`` (``DEFAULT_STOP``); ``None`` leaves
+    the limits alone. ``store`` keeps task state, the controllers' history and the handover
+    queue (default: one ``MemoryStore`` per agent). ``trace`` is where each run's steps go:
+    a ``TraceSink``, a JSONL path, ``False`` for none, or ``None`` for a JSONL file per run.
     """
 
     def __init__(
@@ -94,95 +128,79 @@ class Agent:
         model: Model | str,
         tools: Iterable[Any] | Mapping[str, Any] = (),
         *,
-        mode: str = "react",
-        max_steps: int = 12,
-        deadline_s: float = 120.0,
-        stop: StopPolicy | StopFn | None = None,
-        store: StateStore | None = None,
-        control: ControlConfig | None = None,
-        required_fields: Any = None,
+        output_type: type[OutputT] = str,  # type: ignore[assignment]  # OutputT defaults to str
         instructions: str = "",
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        seed: int = 0,
-        tool_calling: ToolCalling = "auto",
-        verifier: Model | str | None = None,
-        dual_temperature: float = 0.7,
-        reviewer: Reviewer | ModelReviewer | None = None,
-        max_replans: int = 2,
-        max_plan_steps: int = 8,
-        max_sendbacks: int = 2,
-        no_progress: int = 3,
-        max_repeats: int = 2,
-        repeat_window: int = 8,
-        observation_chars: int = 1500,
-        keep_observations: int = 24,
-        context_observations: int = 4,
-        format_answer: Callable[[str, Mapping[str, Any]], str] | None = None,
-        trace: TraceSink | str | os.PathLike[str] | Literal[False] | None = None,
-        trace_dir: str | os.PathLike[str] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        mode: Mode | str = "react",
+        model_settings: ModelSettings | None = None,
+        limits: RunLimits | None = None,
+        context: ContextSettings | None = None,
+        control: ControlConfig | None = None,
+        stop: StopPolicy | StopFn | None = DEFAULT_STOP,
         read_retry: ReadRetry | None = None,
+        store: StateStore | None = None,
+        trace: Trace = None,
+        runtime: Runtime | None = None,
     ) -> None:
-        if mode not in MODES:
-            raise ConfigurationError("mode", mode, f"must be one of {', '.join(MODES)}")
-        if tool_calling not in ("auto", "native", "json"):
-            raise ConfigurationError("tool_calling", tool_calling, "must be auto, native or json")
+        self.mode = mode_of(mode)
+        self.model_settings = ms = _group("model_settings", model_settings, ModelSettings)
+        self.limits = _group("limits", limits, RunLimits)
+        self.context = ctx = _group("context", context, ContextSettings)
+        self.runtime = rt = _group("runtime", runtime, Runtime)
+        self.control = _group("control", control, ControlConfig)
+        read_retry = _group("read_retry", read_retry, ReadRetry)
+        if not isinstance(instructions, str):
+            raise ConfigurationError("instructions", instructions, "must be a string")
+        self.output_type = output_type
+        self._output = OutputParser(output_type)
+        self._result_type: type[AgentResult[OutputT]] = AgentResult[output_type]  # type: ignore[valid-type]  # a runtime type
         self.model = _model(model, "model")
         self.tools = tools_by_name(tools)
-        max_steps = require_int_at_least("max_steps", max_steps, 1)
-        policy = stop_after_steps(max_steps)
-        if stop is None:
-            policy = (
-                policy
-                | stop_on_no_progress(require_int_at_least("no_progress", no_progress, 1))
-                | stop_on_repeats(require_int_at_least("max_repeats", max_repeats, 1))
-            )
-        else:
+        policy = stop_after_steps(self.limits.max_steps)
+        if stop is not None:
             policy = policy | as_stop_policy(stop)
-        native = tool_calling == "native" or (
-            tool_calling == "auto"
+        native = ms.tool_calling == "native" or (
+            ms.tool_calling == "auto"
             and (
                 isinstance(self.model, OpenAICompatible)
                 or bool(getattr(self.model, "supports_tool_calls", False))
             )
         )
         self.store: StateStore = store if store is not None else MemoryStore()
-        self.required_fields = required_fields_of(required_fields)
+        self.required_fields = required_fields_of(ctx.required_fields)
         self.trace = trace
-        self.trace_dir = None if trace_dir is None else Path(trace_dir)
+        self.trace_dir = None if rt.trace_dir is None else Path(rt.trace_dir)
+        plan = self.mode if isinstance(self.mode, PlanExecute | PlanReview) else PlanExecute()
+        reviewer = self.mode.reviewer if isinstance(self.mode, PlanReview) else None
+        sendbacks = self.mode.max_sendbacks if isinstance(self.mode, PlanReview) else 2
         self.settings = LoopSettings(
             model=self.model,
             tools=self.tools,
-            mode=mode,
-            max_steps=max_steps,
-            deadline_s=require_positive("deadline_s", deadline_s),
+            mode=self.mode.name,
+            max_steps=self.limits.max_steps,
+            deadline_s=self.limits.deadline_s,
             stop=policy,
-            control=control if control is not None else ControlConfig(),
-            max_tokens=require_int_at_least("max_tokens", max_tokens, 1),
-            temperature=temperature,
-            seed=require_int_at_least("seed", seed, 0),
+            control=self.control,
+            max_tokens=ms.max_tokens,
+            temperature=ms.temperature,
+            seed=ms.seed,
             native=native,
-            verifier=None if verifier is None else _model(verifier, "verifier"),
-            dual_temperature=dual_temperature,
+            verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
+            dual_temperature=ms.dual_temperature,
             reviewer=reviewer if reviewer is not None else code_reviewer(),
-            max_replans=require_int_at_least("max_replans", max_replans, 0),
-            max_plan_steps=require_int_at_least("max_plan_steps", max_plan_steps, 1),
-            max_sendbacks=require_int_at_least("max_sendbacks", max_sendbacks, 0),
-            repeat_window=require_int_at_least("repeat_window", repeat_window, 1),
-            observation_chars=require_int_at_least("observation_chars", observation_chars, 64),
-            keep_observations=require_int_at_least("keep_observations", keep_observations, 1),
+            max_replans=plan.max_replans,
+            max_plan_steps=plan.max_plan_steps,
+            max_sendbacks=sendbacks,
+            repeat_window=ctx.repeat_window,
+            observation_chars=ctx.observation_chars,
+            keep_observations=ctx.keep_observations,
             projection=ProjectionOptions(
-                observations=require_int_at_least("context_observations", context_observations, 0),
-                instructions=instructions,
+                observations=ctx.context_observations, instructions=instructions
             ),
-            format_answer=format_answer,
-            clock=clock,
-            wall_clock=wall_clock,
-            sleep=sleep,
-            read_retry=ReadRetry() if read_retry is None else read_retry,
+            format_answer=self._output.checked(ctx.format_answer),
+            clock=rt.clock,
+            wall_clock=rt.wall_clock,
+            sleep=rt.sleep,
+            read_retry=read_retry,
         )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).
@@ -266,12 +284,15 @@ class Agent:
             effect_ledger={"namespace": "ledger", "prefix": f"{task_id}/"},
         )
         handle = StateHandle(self.store, session)
+        failure: Exception | None = None
         try:
             await handle.create(state)
         except ConfigurationError:
             raise ConfigurationError(
                 "session_id", session, "already holds a task; resume it or pick another id"
             ) from None
+        except Exception as exc:  # the store failed before the first step: a recorded end too
+            failure = exc
         sink, path = self._sink(run_id, trace)
         run = Run(
             self.settings,
@@ -285,52 +306,76 @@ class Agent:
             cancel=cancel,
             bank=self._bank,
         )
+        if failure is not None:
+            await end_with_error(run, failure)
+            return run
         run.refresh_fields()
         return run
 
     # --- running ----------------------------------------------------------------------------
 
+    def _budget(self, budget: Budget | None) -> Budget | None:
+        if budget is not None:
+            return Budget.of(budget)
+        limits = self.limits
+        if limits.tokens is None and limits.cost is None:
+            return None
+        return Budget(tokens=limits.tokens, cost=limits.cost)  # a fresh account per run
+
     def iter(
         self,
         task: str | Task,
         *,
-        budget: Budget | int | dict[str, Any] | None = None,
-        cancel: Any = None,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
         session_id: str | None = None,
-        trace: Any = None,
+        trace: Trace = None,
     ) -> AgentRun:
-        """Step through a run: ``async for record in agent.iter(task): ...``."""
-        return AgentRun(
+        """Step through a run: ``async for record in agent.iter(task): ...``.
+
+        Its ``result`` is the typed :class:`AgentResult` once the run has ended.
+        """
+        return TypedRun(
             lambda: self._start(
-                task, budget=budget, cancel=cancel, session_id=session_id, trace=trace
-            )
+                task,
+                budget=self._budget(budget),
+                cancel=cancel,
+                session_id=session_id,
+                trace=trace,
+            ),
+            self._typed,
         )
 
     async def run(
         self,
         task: str | Task,
         *,
-        budget: Budget | int | dict[str, Any] | None = None,
-        cancel: Any = None,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
         session_id: str | None = None,
-        trace: Any = None,
-    ) -> RunResult:
-        """Run ``task`` to its halt and return the result."""
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
+        """Run ``task`` to its halt and return the typed result.
+
+        ``budget`` is a live account (shared between runs if you pass the same one; default:
+        a fresh one from ``limits.tokens``/``limits.cost``, if set), ``cancel`` an event that
+        ends the run as ``cancelled`` when set, ``session_id`` the store key of the task
+        (default: its task id), ``trace`` this run's trace instead of the agent's.
+        """
         run = self.iter(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
         async for _ in run:
             pass
-        assert run.result is not None
-        return run.result
+        return self._typed(finished(run.result))
 
     async def resume(
         self,
         handover_id: str,
         *,
         task: str | Task | None = None,
-        budget: Budget | int | dict[str, Any] | None = None,
-        cancel: Any = None,
-        trace: Any = None,
-    ) -> RunResult:
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
         """Continue a frozen task after a human decision on ``handover_id``.
 
         Approve: the frozen action runs as it was (confirmed, if it needed a confirmation).
@@ -339,21 +384,21 @@ class Agent:
         run ends with ``handover`` and no success. Pass ``task`` to keep code checks of
         required fields (their JSON schemas are restored from the state anyway).
         """
-        run = await self._resume_run(handover_id, task, budget, cancel, trace)
+        run = await self._resume_run(handover_id, task, self._budget(budget), cancel, trace)
         if run.result is None:
             async for _ in drive(run):
                 pass
-        return _finished(run)
+        return self._typed(finished(run.result))
 
     async def recover(
         self,
         task_id: str,
         *,
         task: str | Task | None = None,
-        budget: Budget | int | dict[str, Any] | None = None,
-        cancel: Any = None,
-        trace: Any = None,
-    ) -> RunResult:
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
         """Continue a task whose process died mid-run, from its state in the store.
 
         ``task_id`` is the task's session id (its task id unless a ``session_id`` was
@@ -368,12 +413,16 @@ class Agent:
             task_id,
             task=None if task is None else self._task(task),
             sink_for=lambda run_id: self._sink(run_id, trace),
-            budget=Budget.of(budget),
+            budget=self._budget(budget),
             cancel=cancel,
         )
         async for _ in drive(run):
             pass
-        return _finished(run)
+        return self._typed(finished(run.result))
+
+    def _typed(self, result: RunResult) -> AgentResult[OutputT]:
+        """The run's result with ``output`` parsed into ``output_type``."""
+        return self._output.result(result, self._result_type)
 
     async def _resume_run(
         self, handover_id: str, task: str | Task | None, budget: Any, cancel: Any, trace: Any
@@ -390,7 +439,7 @@ class Agent:
             store=self.store,
             sink=sink,
             trace_path=path,
-            budget=Budget.of(budget),
+            budget=budget,
             cancel=cancel,
             bank=self._bank,
             confirmation=confirmation,
@@ -406,45 +455,65 @@ class Agent:
 
     # --- sync twins ---------------------------------------------------------------------------
 
-    def run_sync(self, task: str | Task, **options: Any) -> RunResult:
+    def run_sync(
+        self,
+        task: str | Task,
+        *,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        session_id: str | None = None,
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
         """:meth:`run` for code without an event loop."""
-        return _run_sync(self.run(task, **options))
+        return run_sync(
+            self.run(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
+        )
 
-    def recover_sync(self, task_id: str, **options: Any) -> RunResult:
+    def recover_sync(
+        self,
+        task_id: str,
+        *,
+        task: str | Task | None = None,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
         """:meth:`recover` for code without an event loop."""
-        return _run_sync(self.recover(task_id, **options))
+        return run_sync(self.recover(task_id, task=task, budget=budget, cancel=cancel, trace=trace))
 
-    def resume_sync(self, handover_id: str, **options: Any) -> RunResult:
+    def resume_sync(
+        self,
+        handover_id: str,
+        *,
+        task: str | Task | None = None,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        trace: Trace = None,
+    ) -> AgentResult[OutputT]:
         """:meth:`resume` for code without an event loop."""
-        return _run_sync(self.resume(handover_id, **options))
+        return run_sync(
+            self.resume(handover_id, task=task, budget=budget, cancel=cancel, trace=trace)
+        )
 
-    def iter_sync(self, task: str | Task, **options: Any) -> Iterator[StepRecord]:
-        """Step through a run from sync code; the generator returns the ``RunResult``."""
+    def iter_sync(
+        self,
+        task: str | Task,
+        *,
+        budget: Budget | None = None,
+        cancel: _Cancel | None = None,
+        session_id: str | None = None,
+        trace: Trace = None,
+    ) -> Generator[StepRecord, None, AgentResult[OutputT]]:
+        """Step through a run from sync code; the generator returns the typed result."""
+        no_running_loop("iter_sync")
         loop = asyncio.new_event_loop()
-        run = self.iter(task, **options)
+        run = self.iter(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
         try:
             while True:
                 try:
                     yield loop.run_until_complete(run.__anext__())
                 except StopAsyncIteration:
-                    return run.result  # type: ignore[return-value]
+                    return self._typed(finished(run.result))
         finally:
             loop.run_until_complete(run.aclose())
             loop.close()
-
-
-def _finished(run: Run) -> RunResult:
-    if run.result is None:  # pragma: no cover - drive() always finishes the run
-        raise AgentError("the run ended without a result")
-    return run.result
-
-
-def _run_sync(coro: Coroutine[Any, Any, RunResult]) -> RunResult:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise ConfigurationError(
-        "run_agent", "inside a running event loop", "use await run_agent_async(...) instead"
-    )

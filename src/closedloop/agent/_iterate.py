@@ -1,7 +1,8 @@
 """Stepping through a run: ``AgentRun`` and the generator that drives a ``Run`` to its end.
 
 Every way out is a recorded end: the last step's halt, a stop before the first step,
-the caller walking away (``cancelled``) or an exception (``error``, then re-raised).
+the caller walking away (``cancelled``) or an exception (``error``, with the exception in
+the result; only a ``BaseException`` such as ``KeyboardInterrupt`` is re-raised).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from ._halt_error import end_with_error
 from ._modes import step
 from ._records import HaltReason, RunResult, StepRecord
 from ._run import Run
@@ -68,6 +70,8 @@ async def drive(run: Run) -> AsyncIterator[StepRecord]:
             with contextlib.suppress(Exception):
                 await run.finish(HaltReason.CANCELLED, message="the run was stopped from outside")
         raise
+    except Exception as exc:  # every exception inside a run ends it as error, in the result
+        await end_with_error(run, exc)
     except BaseException as exc:
         if run.result is None:
             with contextlib.suppress(Exception):

@@ -9,11 +9,23 @@ replayed and plotted from its trace alone.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
 
-__all__ = ["ActionCall", "HaltReason", "RunResult", "RunUsageSummary", "StepRecord"]
+__all__ = [
+    "ActionCall",
+    "AgentResult",
+    "HaltReason",
+    "RunError",
+    "RunResult",
+    "RunUsageSummary",
+    "StepRecord",
+]
+
+# The type of an agent's output; a bare ``Agent`` or ``AgentResult`` answers in text.
+OutputT = TypeVar("OutputT", default=str)
 
 
 class HaltReason(StrEnum):
@@ -85,6 +97,27 @@ class StepRecord(_Frozen):
     halt: HaltReason | None = None
 
 
+class RunError(_Frozen):
+    """The exception that ended a run (halt ``error``), as data.
+
+    ``where`` says which part raised it: the model, a tool (then ``tool`` names it), the
+    state store, the output check, or the loop itself. ``programming_error`` marks an error that
+    means the code is wrong (``TypeError``, ``AttributeError``, ...), not the world.
+    """
+
+    type: str = Field(description="the exception's class name")
+    message: str
+    where: Literal["model", "tool", "store", "output", "loop"] = "loop"
+    tool: str | None = None
+    programming_error: bool = False
+
+    def summary(self) -> str:
+        """One line for the run's message: who raised what."""
+        who = f"tool {self.tool!r} " if self.tool is not None else ""
+        kind = "programming error " if self.programming_error else ""
+        return f"{who}{kind}{self.type}: {self.message}".strip()
+
+
 class RunResult(_Frozen):
     """The end of a run. ``success`` is only ever true for ``FINAL`` with a complete state."""
 
@@ -101,3 +134,18 @@ class RunResult(_Frozen):
     trace_path: str | None = None
     message: str = ""
     handover_id: str | None = None
+    error: RunError | None = Field(
+        default=None, description="the exception that ended the run, when it ended as error"
+    )
+
+
+class AgentResult(RunResult, Generic[OutputT]):
+    """A :class:`RunResult` with the answer parsed into the agent's ``output_type``.
+
+    ``output`` is set when the run succeeded (``FINAL`` with a complete state): the answer
+    text for ``output_type=str``, else the answer validated by pydantic (as JSON, as a
+    plain value, or from the task's fields). An answer that does not validate ends the
+    run as ``error`` with the validation error in ``error``.
+    """
+
+    output: OutputT | None = None

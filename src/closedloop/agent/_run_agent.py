@@ -1,7 +1,8 @@
-"""``run_agent`` and ``run_agent_async``: one task through a fresh ``Agent``, in one call.
+"""``run_agent``: one task through a fresh ``Agent``, in one call.
 
-For scripts and notebooks that do not keep an agent around; ``resume=handover_id``
-continues a frozen task instead of starting one.
+For scripts and notebooks that do not keep an agent around. It is exactly
+``Agent(model, tools, **options).run_sync(task)`` (or ``.resume_sync(handover_id)``);
+code with an event loop builds the ``Agent`` and awaits ``run`` instead.
 """
 
 from __future__ import annotations
@@ -10,53 +11,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._exceptions import ConfigurationError
-from ..feedback import StateStore
 from ..models import Model
-from ._agent import Agent, _run_sync
+from ._agent import Agent
 from ._inflight import Budget
-from ._records import RunResult
+from ._records import AgentResult
 from ._state import Task
-from ._stop import StopFn, StopPolicy
 
-__all__ = ["run_agent", "run_agent_async"]
-
-
-async def run_agent_async(
-    task: str | Task | None = None,
-    *,
-    model: Model | str,
-    tools: Iterable[Any] | Mapping[str, Any] = (),
-    mode: str = "react",
-    max_steps: int = 12,
-    deadline_s: float = 120.0,
-    budget: Budget | int | dict[str, Any] | None = None,
-    cancel: Any = None,
-    stop: StopPolicy | StopFn | None = None,
-    store: StateStore | None = None,
-    session_id: str | None = None,
-    resume: str | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one task through a fresh :class:`Agent` (``options`` go to ``Agent``).
-
-    ``resume=handover_id`` continues a frozen task instead (``store`` must be the one it
-    froze in).
-    """
-    agent = Agent(
-        model,
-        tools,
-        mode=mode,
-        max_steps=max_steps,
-        deadline_s=deadline_s,
-        stop=stop,
-        store=store,
-        **options,
-    )
-    if resume is not None:
-        return await agent.resume(resume, task=task, budget=budget, cancel=cancel)
-    if task is None:
-        raise ConfigurationError("task", None, "give a task (or resume=handover_id)")
-    return await agent.run(task, budget=budget, cancel=cancel, session_id=session_id)
+__all__ = ["run_agent"]
 
 
 def run_agent(
@@ -64,32 +25,20 @@ def run_agent(
     *,
     model: Model | str,
     tools: Iterable[Any] | Mapping[str, Any] = (),
-    mode: str = "react",
-    max_steps: int = 12,
-    deadline_s: float = 120.0,
-    budget: Budget | int | dict[str, Any] | None = None,
-    cancel: Any = None,
-    stop: StopPolicy | StopFn | None = None,
-    store: StateStore | None = None,
+    budget: Budget | None = None,
     session_id: str | None = None,
     resume: str | None = None,
     **options: Any,
-) -> RunResult:
-    """Run one task to its halt; the sync twin of :func:`run_agent_async`."""
-    return _run_sync(
-        run_agent_async(
-            task,
-            model=model,
-            tools=tools,
-            mode=mode,
-            max_steps=max_steps,
-            deadline_s=deadline_s,
-            budget=budget,
-            cancel=cancel,
-            stop=stop,
-            store=store,
-            session_id=session_id,
-            resume=resume,
-            **options,
-        )
-    )
+) -> AgentResult[Any]:
+    """Run one task to its halt through ``Agent(model, tools, **options)``.
+
+    ``options`` are the agent's keywords (``mode``, ``limits``, ``stop``, ``store`` ...).
+    ``resume=handover_id`` continues a frozen task instead (``store`` must be the one it
+    froze in).
+    """
+    agent: Agent[Any] = Agent(model, tools, **options)
+    if resume is not None:
+        return agent.resume_sync(resume, task=task, budget=budget)
+    if task is None:
+        raise ConfigurationError("task", None, "give a task (or resume=handover_id)")
+    return agent.run_sync(task, budget=budget, session_id=session_id)

@@ -218,10 +218,13 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
 def _plain_runner(
     name: str, fn: Callable[..., Any], model: type[BaseModel] | None
 ) -> Callable[..., Any]:
-    """An async callable that coerces JSON arguments and turns the tool's bugs into ToolError.
+    """An async callable that coerces JSON arguments, then calls the function.
 
-    A plain function cannot tell a bad argument from a bug in itself, so both become an
-    error observation the model can react to, instead of ending the run.
+    Arguments that do not fit the signature are the model's mistake: a ``ToolError``, which
+    the model sees as an error observation. Once they fit, a ``TypeError``,
+    ``AttributeError`` ... from the function is a bug in the tool and propagates, so the run
+    ends as ``error`` naming the tool. Without a signature model (``Tool.from_openai``) the
+    arguments were never checked, and such an error stays a ``ToolError``.
     """
     is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004
@@ -243,6 +246,8 @@ def _plain_runner(
                 if inspect.isawaitable(result):
                     result = await result
         except PROGRAMMING_ERRORS as exc:
+            if model is not None:
+                raise  # the arguments were valid: this is the tool's own bug
             raise ToolError(f"{name} raised {type(exc).__name__}: {exc}") from exc
         return result
 

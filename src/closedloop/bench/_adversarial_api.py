@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 from fastapi import FastAPI
 
-from ..agent import Agent
+from ..agent import Agent, RunLimits
 from ..feedback import SQLiteStore
 from ..models import CallInfo, FunctionModel, Message
 from ..server import AgentContext, AgentRegistry, ApiKeys, ServerSettings, create_app
@@ -36,7 +36,7 @@ def echo_registry() -> AgentRegistry:
     registry = AgentRegistry()
 
     def echo(ctx: AgentContext) -> Agent:
-        return Agent(ctx.model, [], store=ctx.store, max_steps=2)
+        return Agent(ctx.model, [], store=ctx.store, limits=RunLimits(max_steps=2))
 
     registry.register("echo", echo, description="answers ok")
     return registry

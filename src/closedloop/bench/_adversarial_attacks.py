@@ -18,7 +18,16 @@ from typing import Any
 
 import httpx
 
-from ..agent import Agent, HaltReason, Task, tool
+from ..agent import (
+    Agent,
+    HaltReason,
+    RunLimits,
+    Runtime,
+    Task,
+    stop_on_no_progress,
+    stop_on_repeats,
+    tool,
+)
 from ..feedback import SQLiteStore
 from ..harness import Check, EvaluationStatus, Sandbox, SandboxEvaluator, SandboxLimits
 from ..harness import Task as CodeTask
@@ -86,7 +95,12 @@ async def injection_attack(root: Path) -> AttackResult:
             lookup = HttpTool("lookup", "GET", server.url + "/weather/{city}", timeout_s=5.0)
         model = FunctionModel(_obedient, name="obedient")
         agent = Agent(
-            model, [lookup, *tools[2:]], store=store, trace=False, max_steps=6, no_progress=6
+            model,
+            [lookup, *tools[2:]],
+            store=store,
+            trace=False,
+            stop=stop_on_no_progress(6) | stop_on_repeats(2),
+            limits=RunLimits(max_steps=6),
         )
         try:
             run = await agent.run(Task(prompt="What is the weather in Paris?"))
@@ -347,7 +361,12 @@ async def secrets_attack(root: Path) -> AttackResult:
                     return {"final": f"12.5 C (used key {token})"}
                 return {"tool": "weather", "arguments": {"city": "Paris", "api_key": token}}
 
-            agent = Agent(FunctionModel(reply), [weather], store=store, trace_dir=work / "runs")
+            agent = Agent(
+                FunctionModel(reply),
+                [weather],
+                store=store,
+                runtime=Runtime(trace_dir=work / "runs"),
+            )
             await agent.run(Task(prompt=f"Weather in Paris? My API key is {token}."))
             await weather.aclose()
     finally:

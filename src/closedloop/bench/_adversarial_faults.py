@@ -28,7 +28,7 @@ from ..agent import Agent, HaltReason, Task
 from ..feedback import SQLiteStore, StateStore
 from ..models import OpenAICompatible, ScriptedModel
 from ..world import EndpointFaults, FaultProfile, FixedLatency, Outage
-from ._adversarial_input import _Effects, _tools
+from ._adversarial_input import _Effects, _tools, _typed_error
 from ._adversarial_store import audit_sqlite
 from ._runner import FaultsConfig, make_runner, plan_jobs, run_jobs
 
@@ -228,12 +228,14 @@ async def _run_until_store_fails(
         agent = Agent(ScriptedModel(script), tools, store=store, trace=False)
         try:
             result = await agent.run(Task(prompt=f"Ship order {n + 1}", required_fields=["total"]))
-        except StoreUnavailableError:
+        except StoreUnavailableError:  # the task could not even be created
             typed += 1
             continue
         except ClosedLoopError:
             typed += 1
             continue
+        # A store failing inside the run ends it as error, the exception in the result.
+        typed += result.halt_reason is HaltReason.ERROR and _typed_error(result.error)
         done += result.success
         handed += result.halt_reason is HaltReason.HANDOVER
     return done, typed, handed

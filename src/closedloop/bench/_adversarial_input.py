@@ -24,8 +24,9 @@ import uvicorn
 from pydantic import Field
 from starlette.types import Receive, Scope, Send
 
+from .. import _exceptions
 from .._exceptions import ClosedLoopError
-from ..agent import Agent, HaltReason, RunResult, Task, tool
+from ..agent import Agent, HaltReason, ModelSettings, RunError, RunLimits, RunResult, Task, tool
 from ..feedback import SQLiteStore
 from ..models import CallInfo, FunctionModel, Message, RawCompletion
 from ..perception import HttpTool, Observation, ObservationStatus
@@ -203,14 +204,16 @@ class ModelRig:
                 self._tools,
                 mode=mode,
                 store=store,
-                max_steps=self.max_steps,
                 trace=False,
-                max_tokens=4096,
+                limits=RunLimits(max_steps=self.max_steps),
+                model_settings=ModelSettings(max_tokens=4096),
             )
             task = Task(prompt="Add 2 and 3; do not pay anything.", required_fields=["total"])
             self._task = f"case-{self._cases}"
             result = await agent.run(task)
             ok, detail = _judge_result(result)
+            # An exception inside the run ends it as error, the exception in the result.
+            typed = result.halt_reason is HaltReason.ERROR and _typed_error(result.error)
         except ClosedLoopError as exc:
             typed = True
             detail = f"{type(exc).__name__}: {exc}"[:200]
@@ -259,9 +262,19 @@ def _as_completion(answer: Any) -> RawCompletion:
     return RawCompletion(text=text, completion_tokens=len(text) // 4, model="hostile")
 
 
+def _typed_error(error: RunError | None) -> bool:
+    """Whether a run's error is one of closedloop's own exceptions (not a raw OSError)."""
+    kind = None if error is None else getattr(_exceptions, error.type, None)
+    return isinstance(kind, type) and issubclass(kind, ClosedLoopError)
+
+
 def _judge_result(result: Any) -> tuple[bool, str]:
     if not isinstance(result, RunResult) or not isinstance(result.halt_reason, HaltReason):
         return False, f"run ended without a named halt: {result!r}"[:200]
+    error = result.error
+    if error is not None and error.where == "loop" and not _typed_error(error):
+        # the finding itself: an untyped exception from the loop's own code
+        return False, f"{error.type} escaped the loop: {error.message[:160]}"
     for step in result.steps:
         if not 0.0 <= step.error <= 1.0 or not math.isfinite(step.control):
             return False, f"step {step.step} has e={step.error}, u={step.control}"

@@ -27,14 +27,20 @@ from typing import Any
 from .._exceptions import ActionError, ConfigurationError
 from ..agent import (
     Agent,
+    ContextSettings,
     ControlConfig,
     HaltReason,
+    ModelSettings,
     ReadRetry,
+    RunLimits,
     RunResult,
+    Runtime,
     Tool,
     TraceSink,
     as_tool,
     default_schedule,
+    stop_on_no_progress,
+    stop_on_repeats,
 )
 from ..control import schedule_max_retries
 from ..execution import AtomicAction, Condition
@@ -147,19 +153,20 @@ def react_agent(
         episode.model,
         closed_loop_tools(source, episode.task.domain, limits.attempts, sleep=episode.sleep),
         mode="react",
-        max_steps=limits.max_steps,
-        deadline_s=limits.deadline_s,
         store=episode.store,
         control=control,
-        max_tokens=limits.max_tokens,
-        temperature=limits.temperature,
-        seed=limits.seed,
-        tool_calling="json",
-        no_progress=limits.no_progress,
-        observation_chars=limits.observation_chars,
         trace=sink if sink is not None else False,
-        sleep=episode.sleep,
         read_retry=read_retry,
+        stop=stop_on_no_progress(limits.no_progress) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=limits.max_steps, deadline_s=limits.deadline_s),
+        model_settings=ModelSettings(
+            max_tokens=limits.max_tokens,
+            temperature=limits.temperature,
+            seed=limits.seed,
+            tool_calling="json",
+        ),
+        context=ContextSettings(observation_chars=limits.observation_chars),
+        runtime=Runtime(sleep=episode.sleep),
     )
 
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._validation import require_int_at_least
-from ..agent import Agent, JsonlTrace, Task
+from ..agent import Agent, JsonlTrace, RunLimits, Task
 from ..execution import AtomicAction, EffectClass
 from ..feedback import MemoryStore, SQLiteStore, StateStore
 from ..models import DEFAULT_REQUEST, Completion, MessagesInput, ModelRequest, Usage
@@ -177,7 +177,7 @@ def closedloop_run(
     """closedloop's ``Agent`` on the same steps: the tool is a ``once`` effect, so every
     step also claims and commits a ledger record; ``trace_dir`` adds the JSONL trace."""
     action = AtomicAction(name="work", fn=work, effect=EffectClass.ONCE)
-    agent = Agent(model, [action], max_steps=steps + 2, store=store, trace=False)
+    agent = Agent(model, [action], store=store, trace=False, limits=RunLimits(max_steps=steps + 2))
     runs = {"n": 0}
 
     async def run() -> Any:

@@ -10,8 +10,8 @@ ideal trajectory an oracle agent follows (``play_ideal``, ``ideal_model``).
     async with serve_world_async("none", latency_scale=0) as world:
         tools = WorldTools(world.base_url, store=store)
         task = load_tasks("dev")[0]
-        result = await run_agent_async(task.agent_task(), model=model,
-                                       tools=tools.tools(task.domain), store=store)
+        agent = Agent(model, tools.tools(task.domain), store=store)
+        result = await agent.run(task.agent_task())
         verdict = check(task, result, world)
 """
 

@@ -357,6 +357,8 @@ class RunManager:
         status = "handover" if frozen and not rejected else "done"
         if halt is HaltReason.CANCELLED:
             status = "cancelled"
+        elif halt is HaltReason.ERROR:  # an exception inside the run, now in the result
+            status = "error"
         changes = {
             "status": status,
             "halt_reason": halt.value,

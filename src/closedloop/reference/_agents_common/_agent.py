@@ -15,7 +15,20 @@ from typing import Any
 import httpx
 
 from ..._exceptions import ConfigurationError
-from ...agent import Agent, ControlConfig, ErrorMetric, RequiredField, RunResult, TaskState, as_tool
+from ...agent import (
+    Agent,
+    ContextSettings,
+    ControlConfig,
+    ErrorMetric,
+    RequiredField,
+    RunLimits,
+    RunResult,
+    Runtime,
+    TaskState,
+    as_tool,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from ...agent import Task as AgentTask
 from ...agent._control import ControllerBank
 from ...feedback import HandoverQueue, MemoryStore, StateStore
@@ -277,7 +290,9 @@ class ReferenceAgent:
         self.store: StateStore = store if store is not None else MemoryStore()
         self.today = today
         self.options: dict[str, Any] = dict(
-            max_steps=max_steps, deadline_s=deadline_s, no_progress=no_progress, trace=trace
+            limits=RunLimits(max_steps=max_steps, deadline_s=deadline_s),
+            stop=stop_on_no_progress(no_progress) | stop_on_repeats(2),
+            trace=trace,
         )
         self.clock, self.wall_clock, self.sleep = clock, wall_clock, sleep
         self.directory: dict[str, Any] = {}
@@ -353,13 +368,11 @@ class ReferenceAgent:
             tools,
             store=self.store,
             control=control,
-            format_answer=rules.format_answer,
-            clock=self.clock,
-            wall_clock=self.wall_clock,
-            sleep=self.sleep,
-            observation_chars=40_000,
-            keep_observations=64,
             **self.options,
+            context=ContextSettings(
+                format_answer=rules.format_answer, observation_chars=40_000, keep_observations=64
+            ),
+            runtime=Runtime(clock=self.clock, wall_clock=self.wall_clock, sleep=self.sleep),
         )
         return agent, rules
 

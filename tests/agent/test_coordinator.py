@@ -9,10 +9,17 @@ import pytest
 
 from closedloop import ConfigurationError
 from closedloop.agent import Coordinator, Decision, SubAgentReport
-from closedloop.bench import IdealReference
-from closedloop.reference import Task, WorldTools, load_tasks
-from closedloop.reference.report_team import run_report_team
-from closedloop.world import EndpointFaults, FaultProfile, Outage, World, create_app, load_world
+from closedloop_bench.benchmarks import IdealReference
+from closedloop_bench.reference import Task, WorldTools, load_tasks
+from closedloop_bench.reference.report_team import run_report_team
+from closedloop_bench.world import (
+    EndpointFaults,
+    FaultProfile,
+    Outage,
+    World,
+    create_app,
+    load_world,
+)
 
 
 def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.5) -> Decision:

@@ -238,7 +238,7 @@ def _tasks(config: BenchConfig) -> list[Task]:
 
 class TaskExecutor(Protocol):
     """Runs each task (round 1 and every strategy) elsewhere and merges the reports, e.g.
-    ``closedloop.bench.RayExecutor``, whose workers build the model from ``config.model``."""
+    ``closedloop_bench.benchmarks.RayExecutor``, whose workers build the model from ``config.model``."""
 
     async def run_refine(
         self,

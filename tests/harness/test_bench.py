@@ -99,7 +99,7 @@ async def test_bench_writes_json_and_a_png(tmp_path: Path) -> None:
 def _require_loopgain() -> ModuleType:
     module = _bench._loopgain()
     if module is None:
-        pytest.fail("loopgain is not installed: `pip install loopgain==0.6.5` (the bench extra)")
+        pytest.fail("loopgain is not installed: `pip install loopgain==0.6.5` (the refine extra)")
     assert isinstance(module, ModuleType)
     return module
 

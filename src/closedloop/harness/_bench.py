@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._exceptions import ConfigurationError
+from .._extras import require_extra
 from .._validation import require_int_at_least
 from ..models import Model, load_model
 from ._auto import strategy_from_spec
@@ -338,8 +339,7 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     json_path = out / "results.json"
     json_path.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     written = [json_path]
-    import matplotlib
-
+    matplotlib = require_extra("matplotlib", "plots", "the pass-rate plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

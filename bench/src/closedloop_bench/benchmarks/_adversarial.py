@@ -17,7 +17,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+try:
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+except ImportError as exc:  # Hypothesis generates the bad input: a declared extra, not dev-only
+    raise ImportError(
+        "the adversarial benchmark needs hypothesis: pip install 'closedloop-bench[adversarial]'"
+    ) from exc
 
 from closedloop.perception import HttpTool
 

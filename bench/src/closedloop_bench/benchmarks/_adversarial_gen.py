@@ -12,7 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import strategies as st
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # Hypothesis generates the bad input: a declared extra, not dev-only
+    raise ImportError(
+        "the adversarial benchmark needs hypothesis: pip install 'closedloop-bench[adversarial]'"
+    ) from exc
 
 __all__ = [
     "ApiRequest",

@@ -111,7 +111,7 @@ EXPECTED: dict[str, set[str]] = {
         "Budget",
         "ControlConfig",
         "Coordinator",
-        "Decision",
+        "CoordinatorDecision",
         "ErrorMetric",
         "Fingerprint",
         "FingerprintCache",

@@ -49,7 +49,7 @@ EXPECTED = {
     "StrategyChoice",
     "StrategyContext",
     "StrategySession",
-    "Task",
+    "CodeTask",
     "auto",
     "blind_retry",
     "choose_strategy",

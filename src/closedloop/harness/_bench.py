@@ -45,7 +45,7 @@ from ._stop import (
     stop_when_target_met,
 )
 from ._strategies import self_refine
-from ._tasks import Task
+from ._tasks import CodeTask
 from ._tasks_seed import SEED_TASKS
 
 __all__ = [
@@ -230,7 +230,7 @@ def _returned_after(result: RefinementResult, k: int) -> float:
     return max(scores) if scores else 0.0
 
 
-def _tasks(config: BenchConfig) -> list[Task]:
+def _tasks(config: BenchConfig) -> list[CodeTask]:
     if config.tasks == "seed":
         tasks = list(SEED_TASKS)
         return tasks[: config.limit] if config.limit is not None else tasks
@@ -244,7 +244,7 @@ class TaskExecutor(Protocol):
     async def run_refine(
         self,
         config: BenchConfig,
-        tasks: Sequence[Task],
+        tasks: Sequence[CodeTask],
         *,
         progress: Callable[[str], None] | None = None,
     ) -> BenchReport: ...
@@ -254,7 +254,7 @@ async def run_refine_bench(
     config: BenchConfig,
     *,
     model: Model | None = None,
-    tasks: Sequence[Task] | None = None,
+    tasks: Sequence[CodeTask] | None = None,
     evaluator: SandboxEvaluator | None = None,
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,

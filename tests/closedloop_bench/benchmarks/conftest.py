@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from closedloop_bench.benchmarks import FaultsConfig
-from closedloop_bench.world import EndpointFaults, FaultProfile, Outage
+from closedloop_bench.world import EndpointFaults, Outage, WorldFaultProfile
 
 
 class FakeSleep:
@@ -41,7 +41,7 @@ def sleep() -> FakeSleep:
 def first_requests_fail(folder: Path, *endpoints: str, count: int = 1) -> str:
     """A profile file whose first ``count`` requests to each endpoint are outages (503)."""
     outage = EndpointFaults(outages=(Outage(unit="requests", start=0, end=count),))
-    profile = FaultProfile(name="first-fails", endpoints={e: outage for e in endpoints})
+    profile = WorldFaultProfile(name="first-fails", endpoints={e: outage for e in endpoints})
     path = folder / f"first-{count}-fail.json"
     path.write_text(profile.model_dump_json())
     return str(path)

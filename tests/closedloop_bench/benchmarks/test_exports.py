@@ -12,7 +12,7 @@ EXPECTED = {
     "DemoConfig", "DemoReport", "Episode", "EpisodeExecutor", "EpisodeJob", "EpisodeMeter",
     "EpisodeResult", "EpisodeRunner", "FaultTable", "FaultsConfig", "FaultsReport",
     "IdealReference", "Limits", "ModelSource", "OracleVerdict", "Outcome", "OverheadReport",
-    "OverheadRow", "Rate", "RayExecutor", "SerialModel", "Strategy", "TargetCheck", "WorldFarm",
+    "OverheadRow", "Rate", "RayExecutor", "SerialModel", "BenchStrategy", "TargetCheck", "WorldFarm",
     "WorldLease", "cache_key", "check_claims", "check_targets", "default_cache_path",
     "fault_summary", "faults_from_log", "get_strategy", "model_source", "oracle_model",
     "oracle_verdict", "percentile", "pick_demo_tasks", "plan_jobs", "planner_faults",

@@ -8,8 +8,14 @@ import pytest
 from closedloop import ConfigurationError
 from closedloop_bench.benchmarks import faults_from_log, oracle_verdict
 from closedloop_bench.benchmarks._oracle import handover_justified
-from closedloop_bench.reference import Task, ToolCall, load_tasks
-from closedloop_bench.world import FaultEvent, FaultKind, FaultPlanner, load_profile, serve_world
+from closedloop_bench.reference import ReferenceTask, TrajectoryCall, load_tasks
+from closedloop_bench.world import (
+    FaultPlanner,
+    WorldFaultEvent,
+    WorldFaultKind,
+    load_profile,
+    serve_world,
+)
 
 TASK = next(
     t for t in load_tasks("eval") if [c.tool for c in t.ideal_trajectory] == ["get_weather"] * 3
@@ -49,10 +55,18 @@ def test_faults_on_other_endpoints_do_not_count() -> None:
 
 def test_a_hand_built_fault_log_ignores_latency_entries() -> None:
     log = [
-        FaultEvent(request_id="r1", endpoint="weather", index=0, kind=FaultKind.LATENCY, t_s=0),
-        FaultEvent(request_id="r1", endpoint="weather", index=0, kind=FaultKind.ERROR, t_s=0),
-        FaultEvent(request_id="r2", endpoint="weather", index=1, kind=FaultKind.SLOW, t_s=0),
-        FaultEvent(request_id="r3", endpoint="weather", index=2, kind=FaultKind.EMPTY, t_s=0),
+        WorldFaultEvent(
+            request_id="r1", endpoint="weather", index=0, kind=WorldFaultKind.LATENCY, t_s=0
+        ),
+        WorldFaultEvent(
+            request_id="r1", endpoint="weather", index=0, kind=WorldFaultKind.ERROR, t_s=0
+        ),
+        WorldFaultEvent(
+            request_id="r2", endpoint="weather", index=1, kind=WorldFaultKind.SLOW, t_s=0
+        ),
+        WorldFaultEvent(
+            request_id="r3", endpoint="weather", index=2, kind=WorldFaultKind.EMPTY, t_s=0
+        ),
     ]
     faulted = faults_from_log(log)
     assert faulted("weather", 0) and not faulted("weather", 1) and faulted("weather", 2)
@@ -64,9 +78,9 @@ def test_attempts_and_unknown_tools_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="attempts"):
         oracle_verdict(TASK, table(), attempts=0)
     odd = TASK.model_copy(
-        update={"ideal_trajectory": (ToolCall(tool="teleport"),), "expected_steps": 1}
+        update={"ideal_trajectory": (TrajectoryCall(tool="teleport"),), "expected_steps": 1}
     )
-    assert isinstance(odd, Task)
+    assert isinstance(odd, ReferenceTask)
     with pytest.raises(ConfigurationError, match="teleport"):
         oracle_verdict(odd, table(), attempts=1)
 

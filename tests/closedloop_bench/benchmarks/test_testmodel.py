@@ -13,14 +13,20 @@ from closedloop_bench.reference import (
     load_tasks,
     resolve_arguments,
 )
-from closedloop_bench.world import EndpointFaults, FaultProfile, Outage, World, create_app
+from closedloop_bench.world import (
+    EndpointFaults,
+    Outage,
+    World,
+    WorldFaultProfile,
+    create_world_app,
+)
 
 TASK = next(t for t in load_tasks("eval") if t.template == "flight_book")
 
 
-async def play(profile: FaultProfile | str) -> tuple[dict[str, object], World]:
+async def play(profile: WorldFaultProfile | str) -> tuple[dict[str, object], World]:
     world = World(profile=profile, latency_scale=0.0)
-    transport = httpx.ASGITransport(app=create_app(world))
+    transport = httpx.ASGITransport(app=create_world_app(world))
     expected = await IdealReference().expected(TASK)
     async with WorldTools("http://w.test", transport=transport) as tools:
         model = oracle_model(TASK, tools, expected)
@@ -45,7 +51,7 @@ async def test_clean_observations_give_the_ideal_answer_which_the_checker_accept
 
 async def test_a_faulted_observation_gives_an_honest_impossible_and_a_failure() -> None:
     outage = EndpointFaults(outages=(Outage(unit="requests", start=0, end=1),))
-    reply, world = await play(FaultProfile(name="t", endpoints={"flights": outage}))
+    reply, world = await play(WorldFaultProfile(name="t", endpoints={"flights": outage}))
     answer = reply["fields"][ANSWER_FIELD]  # type: ignore[index]
     assert answer["status"] == "impossible" and "search_flights" in answer["reason"]
     assert not check(TASK, reply["fields"], world).success

@@ -11,7 +11,7 @@ import pytest
 
 from closedloop.feedback import MemoryStore
 from closedloop_bench.reference import WorldTools
-from closedloop_bench.world import EndpointFaults, FaultProfile, WorldHandle, serve_world
+from closedloop_bench.world import EndpointFaults, WorldFaultProfile, WorldHandle, serve_world
 
 ServeFaults = Callable[[dict[str, EndpointFaults]], AbstractContextManager[WorldHandle]]
 
@@ -46,7 +46,7 @@ def serve_faults() -> ServeFaults:
     """``with serve_faults({"payments_create": EndpointFaults(...)}) as world:``."""
 
     def serve(endpoints: dict[str, EndpointFaults], **kwargs: Any) -> Any:
-        profile = FaultProfile(name="test", endpoints=endpoints)
+        profile = WorldFaultProfile(name="test", endpoints=endpoints)
         return serve_world(profile, latency_scale=0.0, **kwargs)
 
     return serve

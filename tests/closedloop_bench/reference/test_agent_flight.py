@@ -13,7 +13,7 @@ import pytest
 
 from closedloop.agent import HaltReason, RunResult
 from closedloop.feedback import HandoverQueue, MemoryStore
-from closedloop_bench.reference import Task, check, load_tasks
+from closedloop_bench.reference import ReferenceTask, check, load_tasks
 from closedloop_bench.reference.flight import build_flight_agent, price_tolerance
 from closedloop_bench.world import EndpointFaults, WorldHandle, load_world, serve_world
 
@@ -40,7 +40,10 @@ def _no_duplicates(world: WorldHandle) -> None:
 
 
 async def _run_all(
-    world: WorldHandle, tasks: Sequence[Task], injected: list[int] | None = None, **options: Any
+    world: WorldHandle,
+    tasks: Sequence[ReferenceTask],
+    injected: list[int] | None = None,
+    **options: Any,
 ) -> float:
     """The share of ``tasks`` the checkers pass; ``injected`` collects the errors injected."""
     ok = 0

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from closedloop.agent import HaltReason
-from closedloop_bench.reference import Task, check, load_tasks
+from closedloop_bench.reference import ReferenceTask, check, load_tasks
 from closedloop_bench.reference._agents_common import Move, Turn, call, final
 from closedloop_bench.reference.meeting import MeetingRules, build_meeting_agent, slot_seen_free
 from closedloop_bench.world import EndpointFaults, WorldHandle, serve_world
@@ -31,7 +31,7 @@ def faulty() -> Iterator[WorldHandle]:
 
 
 async def _run_all(
-    world: WorldHandle, tasks: Sequence[Task], injected: list[int] | None = None
+    world: WorldHandle, tasks: Sequence[ReferenceTask], injected: list[int] | None = None
 ) -> float:
     """The share of ``tasks`` the checkers pass; ``injected`` collects the errors injected."""
     ok = 0

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from closedloop.agent import HaltReason
 from closedloop.feedback import HandoverQueue, MemoryStore
 from closedloop.models import CallInfo, FunctionModel, Message
-from closedloop_bench.reference import Task, check, load_tasks
+from closedloop_bench.reference import ReferenceTask, check, load_tasks
 from closedloop_bench.reference._agents_common import reference_control
 from closedloop_bench.reference.report import build_report_agent, grounded_numbers, read_number
 from closedloop_bench.world import WorldHandle, add_ocr_noise, serve_world
@@ -81,7 +81,7 @@ def faulty() -> Iterator[WorldHandle]:
 
 async def _run_all(
     world: WorldHandle,
-    tasks: Sequence[Task],
+    tasks: Sequence[ReferenceTask],
     model: Any,
     injected: list[int] | None = None,
     **options: Any,

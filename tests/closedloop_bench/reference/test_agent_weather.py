@@ -14,7 +14,7 @@ import pytest
 from closedloop.agent import HaltReason
 from closedloop.feedback import HandoverQueue, MemoryStore
 from closedloop.models import CallInfo, FunctionModel, Message
-from closedloop_bench.reference import Task, check, load_tasks
+from closedloop_bench.reference import ReferenceTask, check, load_tasks
 from closedloop_bench.reference.weather import build_weather_agent
 from closedloop_bench.world import EndpointFaults, WorldHandle, load_world, serve_world
 
@@ -49,7 +49,10 @@ def faulty() -> Iterator[WorldHandle]:
 
 
 async def _success(
-    world: WorldHandle, tasks: Sequence[Task], injected: list[int] | None = None, **options: Any
+    world: WorldHandle,
+    tasks: Sequence[ReferenceTask],
+    injected: list[int] | None = None,
+    **options: Any,
 ) -> float:
     """The share of ``tasks`` the checkers pass; ``injected`` collects the errors injected."""
     async with build_weather_agent(
@@ -78,7 +81,7 @@ async def test_seed000_faults_are_absorbed(faulty: WorldHandle) -> None:
     assert sum(injected) >= 10
 
 
-def _task(**match: Any) -> Task:
+def _task(**match: Any) -> ReferenceTask:
     return next(
         t
         for t in (*load_tasks("dev"), *WEATHER)

@@ -6,8 +6,8 @@ import closedloop_bench.reference as reference
 
 EXPECTED = {
     "ANSWER_FIELD", "CHECKERS", "DOMAIN_TOOLS", "READS", "SPLIT_SEEDS", "Answer",
-    "CheckResult", "Checker", "CityMatch", "CityNormaliser", "CityRule", "Domain", "OrderItem",
-    "ReadSpec", "Split", "Task", "ToolCall", "ToolCallRecord", "WorldTools", "answer_schema",
+    "CheckerVerdict", "Checker", "CityMatch", "CityNormaliser", "CityRule", "Domain", "OrderItem",
+    "ReadSpec", "Split", "ReferenceTask", "TrajectoryCall", "ToolCallRecord", "WorldTools", "answer_schema",
     "check", "ideal_model", "load_tasks", "observed_value", "play_ideal", "resolve_arguments",
     "task_counts",
 }  # fmt: skip

@@ -16,7 +16,7 @@ from closedloop.agent import ControlConfig, HaltReason, run_agent_async
 from closedloop.feedback import MemoryStore
 from closedloop_bench.reference import (
     Answer,
-    Task,
+    ReferenceTask,
     WorldTools,
     check,
     ideal_model,
@@ -31,16 +31,16 @@ DEV = load_tasks("dev")
 EVAL = load_tasks("eval")
 
 
-def _one_per_cell(tasks: tuple[Task, ...]) -> list[Task]:
+def _one_per_cell(tasks: tuple[ReferenceTask, ...]) -> list[ReferenceTask]:
     """One task per (domain, expected steps, possible or not), in task order."""
-    picked: dict[tuple[str, int, bool], Task] = {}
+    picked: dict[tuple[str, int, bool], ReferenceTask] = {}
     for t in tasks:
         picked.setdefault((t.domain, t.expected_steps, t.impossible), t)
     return list(picked.values())
 
 
-def _one_per_template(tasks: tuple[Task, ...], impossible: bool) -> list[Task]:
-    picked: dict[str, Task] = {}
+def _one_per_template(tasks: tuple[ReferenceTask, ...], impossible: bool) -> list[ReferenceTask]:
+    picked: dict[str, ReferenceTask] = {}
     for t in tasks:
         if t.impossible == impossible:
             picked.setdefault(t.template, t)
@@ -66,7 +66,7 @@ async def test_every_ideal_trajectory_succeeds_on_a_real_world(
 
 @pytest.mark.parametrize("task", _one_per_cell(DEV) + _one_per_cell(EVAL), ids=lambda t: t.id)
 async def test_the_loop_plays_the_ideal_trajectory_and_the_checker_agrees(
-    task: Task, world: WorldHandle
+    task: ReferenceTask, world: WorldHandle
 ) -> None:
     store = MemoryStore()
     async with WorldTools(world.base_url, store=store) as tools:
@@ -116,7 +116,7 @@ def _perturb(value: Any) -> Any:
     raise AssertionError(value)
 
 
-async def _played(task: Task, world: WorldHandle) -> Answer:
+async def _played(task: ReferenceTask, world: WorldHandle) -> Answer:
     world.reset()
     async with WorldTools(world.base_url) as tools:
         answer, _ = await play_ideal(task, tools)
@@ -124,7 +124,9 @@ async def _played(task: Task, world: WorldHandle) -> Answer:
 
 
 @pytest.mark.parametrize("task", _one_per_template(DEV, impossible=False), ids=lambda t: t.id)
-async def test_a_wrong_value_in_any_answer_field_fails(task: Task, world: WorldHandle) -> None:
+async def test_a_wrong_value_in_any_answer_field_fails(
+    task: ReferenceTask, world: WorldHandle
+) -> None:
     answer = await _played(task, world)
     assert check(task, answer, world).success
     for name, value in answer.fields.items():
@@ -142,7 +144,7 @@ async def test_a_wrong_value_in_any_answer_field_fails(task: Task, world: WorldH
 
 @pytest.mark.parametrize("task", _one_per_template(DEV, impossible=True), ids=lambda t: t.id)
 async def test_impossible_tasks_fail_on_invented_answers_and_pass_on_honesty(
-    task: Task, world: WorldHandle
+    task: ReferenceTask, world: WorldHandle
 ) -> None:
     answer = await _played(task, world)
     assert check(task, answer, world).success
@@ -157,7 +159,7 @@ async def test_impossible_tasks_fail_on_invented_answers_and_pass_on_honesty(
     assert not check(task, Answer(text=""), world).success
 
 
-def _task(template: str) -> Task:
+def _task(template: str) -> ReferenceTask:
     return next(t for t in DEV if t.template == template and not t.impossible)
 
 
@@ -242,7 +244,7 @@ _ANY_JSON = st.recursive(
     st.booleans(),
 )
 def test_checkers_never_crash_and_never_credit_an_invented_answer(
-    task: Task, fields: dict[str, Any], text: str, handed_over: bool
+    task: ReferenceTask, fields: dict[str, Any], text: str, handed_over: bool
 ) -> None:
     answer = Answer(fields=fields, text=text, handed_over=handed_over)
     verdict = check(task, answer)

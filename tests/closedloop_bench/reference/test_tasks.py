@@ -17,7 +17,7 @@ from closedloop_bench.reference import (
     DOMAIN_TOOLS,
     SPLIT_SEEDS,
     Answer,
-    Task,
+    ReferenceTask,
     answer_schema,
     load_tasks,
     task_counts,
@@ -31,7 +31,7 @@ DOMAINS = ("weather", "flight", "meeting", "report")
 
 @pytest.mark.parametrize("tasks", [DEV, EVAL], ids=["dev", "eval"])
 def test_each_split_has_300_tasks_over_four_domains_and_ten_step_counts(
-    tasks: tuple[Task, ...],
+    tasks: tuple[ReferenceTask, ...],
 ) -> None:
     assert len(tasks) >= 300
     counts = task_counts(tasks)
@@ -104,7 +104,7 @@ def test_generation_is_deterministic_across_processes() -> None:
 
 
 @pytest.mark.parametrize("task", [*DEV, *EVAL], ids=lambda t: t.id)
-def test_every_task_is_consistent(task: Task) -> None:
+def test_every_task_is_consistent(task: ReferenceTask) -> None:
     assert task.expected_steps == len(task.ideal_trajectory)
     assert task.checker in CHECKERS
     assert set(task.tools) <= set(DOMAIN_TOOLS[task.domain])
@@ -113,7 +113,7 @@ def test_every_task_is_consistent(task: Task) -> None:
     status = task.ideal_answer.fields["status"]
     assert status == ("impossible" if task.impossible else "answered")
     assert (task.checker == "impossible") == task.impossible
-    assert Task.model_validate_json(task.model_dump_json()) == task
+    assert ReferenceTask.model_validate_json(task.model_dump_json()) == task
 
 
 def test_the_answer_schema_needs_values_or_a_reason() -> None:

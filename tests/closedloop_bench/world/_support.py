@@ -8,7 +8,7 @@ from typing import Protocol
 
 import httpx
 
-from closedloop_bench.world import FaultProfile, World, create_app
+from closedloop_bench.world import World, WorldFaultProfile, create_world_app
 
 
 class FakeClock:
@@ -35,7 +35,9 @@ class RecordingSleep:
 
 
 class MakeWorld(Protocol):
-    def __call__(self, profile: str | Path | FaultProfile = ..., **kwargs: object) -> World: ...
+    def __call__(
+        self, profile: str | Path | WorldFaultProfile = ..., **kwargs: object
+    ) -> World: ...
 
 
 Connect = Callable[[World], httpx.AsyncClient]
@@ -43,5 +45,5 @@ Connect = Callable[[World], httpx.AsyncClient]
 
 def connect(world: World) -> httpx.AsyncClient:
     """A client on a world's ASGI app (in process, no sockets); use ``async with``."""
-    transport = httpx.ASGITransport(app=create_app(world))
+    transport = httpx.ASGITransport(app=create_world_app(world))
     return httpx.AsyncClient(transport=transport, base_url="http://world")

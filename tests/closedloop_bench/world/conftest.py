@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from closedloop_bench.world import FaultProfile, World
+from closedloop_bench.world import World, WorldFaultProfile
 
 from ._support import Connect, FakeClock, MakeWorld, RecordingSleep, connect
 
@@ -27,7 +27,7 @@ def sleeps() -> RecordingSleep:
 def make_world(clock: FakeClock, sleeps: RecordingSleep) -> MakeWorld:
     """World(...) with the fake clock, recording sleep and latency_scale=0 unless told."""
 
-    def make(profile: str | Path | FaultProfile = "none", **kwargs: object) -> World:
+    def make(profile: str | Path | WorldFaultProfile = "none", **kwargs: object) -> World:
         kwargs.setdefault("latency_scale", 0.0)
         kwargs.setdefault("clock", clock)
         kwargs.setdefault("sleep", sleeps)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import closedloop_bench.world as world
-from closedloop_bench.world import ENDPOINTS, EndpointKind, create_app
+from closedloop_bench.world import ENDPOINTS, EndpointKind, create_world_app
 
 EXPECTED = {
     "DEFAULT_DRIFT", "DEFAULT_SEED", "ENDPOINTS", "LOOKALIKES", "TODAY", "City", "Company",
-    "Document", "DriftSpec", "EffectCounters", "EffectRecord", "EndpointFaults", "EndpointKind",
-    "EndpointSpec", "FaultEvent", "FaultKind", "FaultPlan", "FaultPlanner", "FaultProfile",
+    "Document", "DriftSpec", "EffectCounters", "WorldEffectRecord", "EndpointFaults", "EndpointKind",
+    "EndpointSpec", "WorldFaultEvent", "WorldFaultKind", "FaultPlan", "FaultPlanner", "WorldFaultProfile",
     "Figures", "FixedLatency", "Flight", "HistoricalOrder", "LognormalLatency", "OrderLine",
     "Outage", "Product", "Room", "RoomClosure", "RoomReservation", "SlowPeriod", "Tracking",
     "UniformLatency", "WeatherDay", "World", "WorldData", "WorldHandle", "add_ocr_noise",
-    "create_app", "generate_world", "load_profile", "load_profile_file", "load_world",
+    "create_world_app", "generate_world", "load_profile", "load_profile_file", "load_world",
     "named_profiles", "run_world", "serve_world", "serve_world_async", "world_from_files",
     "world_to_files",
 }  # fmt: skip
@@ -33,7 +33,7 @@ def test_exported_members_are_pinned_and_sorted() -> None:
 
 
 def test_the_endpoint_table_matches_the_app_routes() -> None:
-    app = create_app(latency_scale=0.0)
+    app = create_world_app(latency_scale=0.0)
     routes = {
         (r.name, next(iter(r.methods)), r.path)  # type: ignore[attr-defined]
         for r in app.routes

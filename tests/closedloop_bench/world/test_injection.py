@@ -12,13 +12,13 @@ import pytest
 from closedloop_bench.world import (
     DriftSpec,
     EndpointFaults,
-    FaultKind,
     FaultPlanner,
-    FaultProfile,
     FixedLatency,
     Outage,
     SlowPeriod,
     World,
+    WorldFaultKind,
+    WorldFaultProfile,
     named_profiles,
 )
 
@@ -38,20 +38,20 @@ def test_planner_rates_match_the_harsh_profile() -> None:
     n = 20_000
     plans = [planner.plan("weather", i + 100) for i in range(n)]  # past the outage window
     kinds = Counter(p.outcome for p in plans)
-    assert _within(kinds[FaultKind.RATE_LIMIT], n, f.rate_limit_rate)
-    assert _within(kinds[FaultKind.ERROR], n, f.error_rate)
-    assert _within(kinds[FaultKind.EMPTY], n, f.empty_rate)
-    assert _within(kinds[FaultKind.DRIFT], n, f.drift_rate)
-    assert kinds[FaultKind.COMMIT_THEN_FAIL] == 0  # reads cannot commit anything
+    assert _within(kinds[WorldFaultKind.RATE_LIMIT], n, f.rate_limit_rate)
+    assert _within(kinds[WorldFaultKind.ERROR], n, f.error_rate)
+    assert _within(kinds[WorldFaultKind.EMPTY], n, f.empty_rate)
+    assert _within(kinds[WorldFaultKind.DRIFT], n, f.drift_rate)
+    assert kinds[WorldFaultKind.COMMIT_THEN_FAIL] == 0  # reads cannot commit anything
     latencies = sorted(p.latency_s for p in plans)
     assert abs(latencies[n // 2] - 0.350) < 0.02  # the log-normal's median
     assert max(latencies) <= 8.0
-    statuses = Counter(p.status for p in plans if p.outcome is FaultKind.ERROR)
+    statuses = Counter(p.status for p in plans if p.outcome is WorldFaultKind.ERROR)
     assert set(statuses) == {500, 502, 503}
     pay = [planner.plan("payments_create", i + 100) for i in range(n)]
     pay_kinds = Counter(p.outcome for p in pay)
-    assert _within(pay_kinds[FaultKind.COMMIT_THEN_FAIL], n, 0.04)
-    assert pay_kinds[FaultKind.EMPTY] == pay_kinds[FaultKind.DRIFT] == 0
+    assert _within(pay_kinds[WorldFaultKind.COMMIT_THEN_FAIL], n, 0.04)
+    assert pay_kinds[WorldFaultKind.EMPTY] == pay_kinds[WorldFaultKind.DRIFT] == 0
 
 
 async def test_seed000_statistics_over_http(
@@ -64,19 +64,19 @@ async def test_seed000_statistics_over_http(
         for _ in range(n):
             r = await c.get("/cities")
             seen_status[r.status_code] += 1
-    errors = world.fault_log(kind=FaultKind.ERROR)
+    errors = world.fault_log(kind=WorldFaultKind.ERROR)
     assert len(errors) == seen_status[500] + seen_status[503]
     assert set(seen_status) <= {200, 500, 503}
     assert _within(len(errors), n, 0.10)
     assert _within(seen_status[503], len(errors), 0.5)
-    latency = [e.latency_s for e in world.fault_log(kind=FaultKind.LATENCY)]
+    latency = [e.latency_s for e in world.fault_log(kind=WorldFaultKind.LATENCY)]
     assert len(latency) == n
     assert all(e is not None and 0.2 <= e <= 0.8 for e in latency)
     mean = sum(x for x in latency if x is not None) / n
     assert abs(mean - 0.5) < 4.5 * (0.6 / math.sqrt(12)) / math.sqrt(n)
     assert sleeps.calls == []  # latency_scale=0: no sleeping
     counts = Counter(e.kind for e in world.fault_log())
-    assert set(counts) == {FaultKind.LATENCY, FaultKind.ERROR}
+    assert set(counts) == {WorldFaultKind.LATENCY, WorldFaultKind.ERROR}
 
 
 async def test_harsh_statistics_over_http(make_world: MakeWorld, connect: Connect) -> None:
@@ -86,27 +86,29 @@ async def test_harsh_statistics_over_http(make_world: MakeWorld, connect: Connec
         responses = [await c.get("/weather", params={"city": "上海"}) for _ in range(n)]
     by_index = {e.index: e for e in world.fault_log(endpoint="weather") if e.kind != "latency"}
     # The outage window: requests 40-49 of the endpoint.
-    assert [i for i, e in by_index.items() if e.kind == FaultKind.OUTAGE] == list(range(40, 50))
+    assert [i for i, e in by_index.items() if e.kind == WorldFaultKind.OUTAGE] == list(
+        range(40, 50)
+    )
     rest = n - 10
     kinds = Counter(e.kind for e in by_index.values())
-    assert _within(kinds[FaultKind.RATE_LIMIT], rest, 0.05)
-    assert _within(kinds[FaultKind.ERROR], rest, 0.08)
-    assert _within(kinds[FaultKind.EMPTY], rest, 0.04)
-    assert _within(kinds[FaultKind.DRIFT], rest, 0.04)
+    assert _within(kinds[WorldFaultKind.RATE_LIMIT], rest, 0.05)
+    assert _within(kinds[WorldFaultKind.ERROR], rest, 0.08)
+    assert _within(kinds[WorldFaultKind.EMPTY], rest, 0.04)
+    assert _within(kinds[WorldFaultKind.DRIFT], rest, 0.04)
     for i, r in enumerate(responses):
         event = by_index.get(i)
         if event is not None:
             assert r.headers["x-request-id"] == event.request_id
         if event is None:
             assert r.status_code == 200 and "temperature_c" in r.json()
-        elif event.kind == FaultKind.RATE_LIMIT:
+        elif event.kind == WorldFaultKind.RATE_LIMIT:
             assert r.status_code == 429 and r.headers["retry-after"] == "0"  # scaled by 0
-        elif event.kind in (FaultKind.ERROR, FaultKind.OUTAGE):
+        elif event.kind in (WorldFaultKind.ERROR, WorldFaultKind.OUTAGE):
             assert r.status_code == event.status and r.status_code >= 500
-        elif event.kind == FaultKind.EMPTY:
+        elif event.kind == WorldFaultKind.EMPTY:
             assert r.status_code == 200 and r.json() == {"city": "上海", "date": "2025-06-02"}
         else:
-            assert event.kind == FaultKind.DRIFT
+            assert event.kind == WorldFaultKind.DRIFT
             assert "temp_c" in r.json() and "temperature_c" not in r.json()
             assert event.detail == "temperature_c->temp_c, -humidity_pct"
 
@@ -157,14 +159,14 @@ async def test_logged_faults_are_what_the_planner_says(
     await _drive(world, connect, ["weather"] * 80)
     for event in world.fault_log(endpoint="weather"):
         plan = world.planner.plan("weather", event.index)
-        if event.kind == FaultKind.LATENCY:
+        if event.kind == WorldFaultKind.LATENCY:
             assert event.latency_s == plan.latency_s
         else:
             assert event.kind == plan.outcome
 
 
-def _profile(**endpoints: EndpointFaults) -> FaultProfile:
-    return FaultProfile(name="test", endpoints=endpoints)
+def _profile(**endpoints: EndpointFaults) -> WorldFaultProfile:
+    return WorldFaultProfile(name="test", endpoints=endpoints)
 
 
 async def test_request_count_outage_window(make_world: MakeWorld, connect: Connect) -> None:
@@ -176,7 +178,7 @@ async def test_request_count_outage_window(make_world: MakeWorld, connect: Conne
         other = (await c.get("/cities")).status_code
     assert statuses == [200, 200, 200, 503, 503, 503, 200, 200, 200]
     assert other == 200
-    assert [e.index for e in world.fault_log(kind=FaultKind.OUTAGE)] == [3, 4, 5]
+    assert [e.index for e in world.fault_log(kind=WorldFaultKind.OUTAGE)] == [3, 4, 5]
 
 
 async def test_time_based_repeating_outage(
@@ -218,7 +220,7 @@ async def test_slow_period_and_latency_scale(
             assert (await c.get("/flights", params=params)).status_code == 200
         await c.get("/cities")  # no latency configured there
     assert sleeps.calls == pytest.approx([0.05, 0.05, 0.275, 0.275, 0.05])
-    slow = world.fault_log(kind=FaultKind.SLOW)
+    slow = world.fault_log(kind=WorldFaultKind.SLOW)
     assert [e.index for e in slow] == [2, 3] and slow[0].latency_s == pytest.approx(0.55)
 
 
@@ -230,7 +232,7 @@ async def test_rate_limit_sends_retry_after_scaled(make_world: MakeWorld, connec
             r = await c.get("/weather", params={"city": "北京"})
         assert r.status_code == 429 and r.headers["retry-after"] == header
         assert r.json()["error"] == "rate_limited"
-        (event,) = world.fault_log(kind=FaultKind.RATE_LIMIT)
+        (event,) = world.fault_log(kind=WorldFaultKind.RATE_LIMIT)
         assert event.retry_after_s == 2 and event.request_id == r.headers["x-request-id"]
 
 
@@ -258,7 +260,7 @@ async def test_empty_and_drift_change_reads_only(make_world: MakeWorld, connect:
     assert missing.status_code == 404  # a 404 is not drifted; and no drift is logged for it
     assert pay.status_code == 201 and "payment_id" in pay.json()
     kinds = [(e.endpoint, e.kind) for e in world.fault_log()]
-    assert kinds == [("flights", FaultKind.DRIFT), ("rooms", FaultKind.EMPTY)]
+    assert kinds == [("flights", WorldFaultKind.DRIFT), ("rooms", WorldFaultKind.EMPTY)]
 
 
 async def test_commit_then_fail_duplicates_without_a_key_not_with_one(
@@ -290,7 +292,7 @@ async def test_commit_then_fail_duplicates_without_a_key_not_with_one(
     assert keyed[1].json() == keyed[2].json()
     c2 = world.counters()["orders_pay"]
     assert (c2.effects, c2.duplicates, c2.replays, c2.commit_then_fail) == (1, 0, 2, 1)
-    events = world.fault_log(kind=FaultKind.COMMIT_THEN_FAIL)
+    events = world.fault_log(kind=WorldFaultKind.COMMIT_THEN_FAIL)
     assert [e.request_id for e in events] == [keyed[0].headers["x-request-id"]]
 
 
@@ -329,7 +331,7 @@ async def test_admin_faults_endpoint_filters(make_world: MakeWorld, connect: Con
 
 async def test_admin_and_health_are_never_faulted(make_world: MakeWorld, connect: Connect) -> None:
     everything = EndpointFaults(error_rate=1.0)
-    world = make_world(FaultProfile(default=everything))
+    world = make_world(WorldFaultProfile(default=everything))
     async with connect(world) as c:
         assert (await c.get("/cities")).status_code in (500, 503)
         assert (await c.get("/health")).status_code == 200

@@ -12,9 +12,9 @@ from closedloop import ConfigurationError
 from closedloop_bench.world import (
     ENDPOINTS,
     EndpointFaults,
-    FaultProfile,
     Outage,
     UniformLatency,
+    WorldFaultProfile,
     load_profile,
     load_profile_file,
     named_profiles,
@@ -39,7 +39,7 @@ def test_named_profiles() -> None:
 
 def test_load_profile_by_name_object_or_path(tmp_path: Path) -> None:
     assert load_profile("seed000").name == "seed000"
-    p = FaultProfile(name="x")
+    p = WorldFaultProfile(name="x")
     assert load_profile(p) is p
     f = tmp_path / "mine.json"
     f.write_text(json.dumps({"default": {"error_rate": 0.2}}))
@@ -50,7 +50,7 @@ def test_load_profile_by_name_object_or_path(tmp_path: Path) -> None:
 
 
 def test_endpoint_override_replaces_only_the_fields_it_sets() -> None:
-    profile = FaultProfile(
+    profile = WorldFaultProfile(
         default=EndpointFaults(latency=UniformLatency(low_ms=10, high_ms=20), error_rate=0.1),
         endpoints={"payments_create": EndpointFaults(rate_limit_rate=0.3, retry_after_s=2)},
     )

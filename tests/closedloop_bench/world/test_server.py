@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop_bench.world import FaultKind, World, serve_world, serve_world_async
+from closedloop_bench.world import World, WorldFaultKind, serve_world, serve_world_async
 from closedloop_bench.world._server import bind_loopback
 
 pytestmark = pytest.mark.integration
@@ -29,10 +29,10 @@ def test_serve_world_in_a_thread_answers_httpx() -> None:
             r.headers["x-request-id"]: r.status_code for r in responses if r.status_code != 200
         }
         errors = {
-            e.request_id: e.status for e in w.faults(endpoint="weather", kind=FaultKind.ERROR)
+            e.request_id: e.status for e in w.faults(endpoint="weather", kind=WorldFaultKind.ERROR)
         }
         assert failed == errors and failed  # the ground truth is exactly what the client saw
-        assert len(w.faults(kind=FaultKind.LATENCY)) >= 60
+        assert len(w.faults(kind=WorldFaultKind.LATENCY)) >= 60
         counters = w.counters["orders_create"]
         assert counters.calls == 1 and counters.missing_idempotency_key == 1
         assert counters.effects == (1 if order.status_code == 201 else 0)

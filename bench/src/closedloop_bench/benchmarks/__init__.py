@@ -54,7 +54,7 @@ from ._runner import (
     plan_jobs,
 )
 from ._stats import Rate, percentile, rate, wilson_interval
-from ._strategies import STRATEGY_NAMES, Episode, Limits, Outcome, Strategy, get_strategy
+from ._strategies import STRATEGY_NAMES, BenchStrategy, Episode, Limits, Outcome, get_strategy
 from ._testmodel import IdealReference, oracle_model
 from ._worlds import WorldFarm, WorldLease
 
@@ -64,6 +64,7 @@ __all__ = [
     "TEST_MODELS",
     "TOOL_ENDPOINTS",
     "AsyncioExecutor",
+    "BenchStrategy",
     "CachingModel",
     "CellSummary",
     "ClaimCheck",
@@ -89,7 +90,6 @@ __all__ = [
     "Rate",
     "RayExecutor",
     "SerialModel",
-    "Strategy",
     "TargetCheck",
     "WorldFarm",
     "WorldLease",

@@ -30,7 +30,7 @@ from closedloop._validation import require_int_at_least, require_non_negative, r
 from closedloop.agent._prewarm import query_features
 from closedloop.control import GainPredictor, Gains, GainTable, TuningResult, tune_gains
 
-from ..reference import Task
+from ..reference import ReferenceTask
 from ._advanced_parts import (
     DOMAINS,
     Extras,
@@ -90,9 +90,9 @@ class AdvancedConfig:
             raise ConfigurationError("profiles", self.profiles, "name at least one")
 
 
-def _pick(tasks: Sequence[Task], per_domain: int) -> list[Task]:
+def _pick(tasks: Sequence[ReferenceTask], per_domain: int) -> list[ReferenceTask]:
     """Up to ``per_domain`` tasks of each domain, spread over the step counts."""
-    out: list[Task] = []
+    out: list[ReferenceTask] = []
     for domain in DOMAINS:
         mine = sorted((t for t in tasks if t.domain == domain), key=lambda t: t.id)
         if not mine:
@@ -102,7 +102,9 @@ def _pick(tasks: Sequence[Task], per_domain: int) -> list[Task]:
     return out
 
 
-def _jobs(profile: str, tasks: Sequence[Task], names: Sequence[str], seed: int) -> list[EpisodeJob]:
+def _jobs(
+    profile: str, tasks: Sequence[ReferenceTask], names: Sequence[str], seed: int
+) -> list[EpisodeJob]:
     jobs: list[EpisodeJob] = []
     for task in tasks:
         fs = fault_seed(seed, profile, task.id, 0)
@@ -180,11 +182,11 @@ class _Tuner:
         )
 
 
-def _features(task: Task) -> tuple[float, ...]:
+def _features(task: ReferenceTask) -> tuple[float, ...]:
     return query_features(task.prompt, task.domain, DOMAINS)
 
 
-def _loo_success(predictor: GainPredictor, tasks: Sequence[Task]) -> float:
+def _loo_success(predictor: GainPredictor, tasks: Sequence[ReferenceTask]) -> float:
     """The predictor's dev success with each episode left out of its own vote."""
     hits = 0.0
     for i in range(len(tasks)):

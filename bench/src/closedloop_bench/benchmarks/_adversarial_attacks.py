@@ -20,8 +20,14 @@ import httpx
 
 from closedloop.agent import Agent, HaltReason, Task, tool
 from closedloop.feedback import SQLiteStore
-from closedloop.harness import Check, EvaluationStatus, Sandbox, SandboxEvaluator, SandboxLimits
-from closedloop.harness import Task as CodeTask
+from closedloop.harness import (
+    Check,
+    CodeTask,
+    EvaluationStatus,
+    Sandbox,
+    SandboxEvaluator,
+    SandboxLimits,
+)
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import HttpTool
 

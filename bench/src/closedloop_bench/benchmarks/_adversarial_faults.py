@@ -28,7 +28,7 @@ from closedloop.agent import Agent, HaltReason, Task
 from closedloop.feedback import SQLiteStore, StateStore
 from closedloop.models import OpenAICompatible, ScriptedModel
 
-from ..world import EndpointFaults, FaultProfile, FixedLatency, Outage
+from ..world import EndpointFaults, FixedLatency, Outage, WorldFaultProfile
 from ._adversarial_input import _Effects, _tools
 from ._adversarial_store import audit_sqlite
 from ._runner import FaultsConfig, make_runner, plan_jobs, run_jobs
@@ -55,11 +55,11 @@ class FaultRow:
         return asdict(self)
 
 
-def _profile(name: str, **faults: Any) -> FaultProfile:
-    return FaultProfile(name=name, default=EndpointFaults(**faults))
+def _profile(name: str, **faults: Any) -> WorldFaultProfile:
+    return WorldFaultProfile(name=name, default=EndpointFaults(**faults))
 
 
-WORLD_FAULTS: dict[str, tuple[FaultProfile, float]] = {
+WORLD_FAULTS: dict[str, tuple[WorldFaultProfile, float]] = {
     # name: (profile, tool timeout in seconds)
     "timeouts": (_profile("timeouts", latency=FixedLatency(ms=400.0)), 0.1),
     "429_storm": (_profile("storm429", rate_limit_rate=0.7, retry_after_s=0.05), 2.0),

@@ -32,7 +32,7 @@ from closedloop._validation import require_int_at_least
 from closedloop.agent import MemoryTrace, RunResult, StepRecord, plot_run
 from closedloop.agent._trace import to_json_text
 
-from ..reference import Task, load_tasks
+from ..reference import ReferenceTask, load_tasks
 from ._faults import summarise_cells
 from ._report import CellSummary, EpisodeResult, write_json
 from ._runner import EpisodeJob, FaultsConfig, make_runner, run_jobs
@@ -82,15 +82,15 @@ class DemoReport(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
 
 
-def pick_demo_tasks(count: int, *, max_steps: int = 2, seed: int = 0) -> list[Task]:
+def pick_demo_tasks(count: int, *, max_steps: int = 2, seed: int = 0) -> list[ReferenceTask]:
     """``count`` short tasks of the development split, drawn in a seeded order, the four
     domains taking turns."""
     pool = [t for t in load_tasks("dev", seed) if t.expected_steps <= max_steps]
     random.Random(f"demo:{seed}").shuffle(pool)
-    by_domain: dict[str, list[Task]] = {}
+    by_domain: dict[str, list[ReferenceTask]] = {}
     for task in pool:
         by_domain.setdefault(task.domain, []).append(task)
-    picked: list[Task] = []
+    picked: list[ReferenceTask] = []
     while len(picked) < count and any(by_domain.values()):
         for queue in by_domain.values():
             if queue and len(picked) < count:

@@ -24,7 +24,7 @@ from typing import Any
 from closedloop._exceptions import ConfigurationError
 from closedloop.models import Completion, MessagesInput, Model, load_model, parse_model_spec
 
-from ..reference import Task, WorldTools
+from ..reference import ReferenceTask, WorldTools
 from ._cache import CachingModel, CompletionCache
 from ._testmodel import IdealReference, oracle_model
 
@@ -144,7 +144,7 @@ class ModelSource:
         """True for the test model: the same episode always gets the same answers."""
         return self._oracle is not None
 
-    async def for_episode(self, task: Task, tools: WorldTools) -> Model:
+    async def for_episode(self, task: ReferenceTask, tools: WorldTools) -> Model:
         """The model one episode of ``task`` talks to (before metering)."""
         if self._oracle is not None:
             expected = await self._oracle.expected(task)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least
 
-from ..reference import Task
-from ..world import FaultEvent, FaultKind, FaultPlanner
+from ..reference import ReferenceTask
+from ..world import FaultPlanner, WorldFaultEvent, WorldFaultKind
 
 __all__ = [
     "TOOL_ENDPOINTS",
@@ -37,7 +37,7 @@ __all__ = [
 FaultTable = Callable[[str, int], bool]
 """``faulted(endpoint, index)``: whether request ``index`` to ``endpoint`` was faulted."""
 
-_NOT_FAULTS = frozenset({FaultKind.LATENCY, FaultKind.SLOW})
+_NOT_FAULTS = frozenset({WorldFaultKind.LATENCY, WorldFaultKind.SLOW})
 
 TOOL_ENDPOINTS: Mapping[str, str] = {
     "list_cities": "cities",
@@ -88,7 +88,7 @@ def planner_faults(planner: FaultPlanner, elapsed_s: float = 0.0) -> FaultTable:
     return faulted
 
 
-def faults_from_log(events: Iterable[FaultEvent]) -> FaultTable:
+def faults_from_log(events: Iterable[WorldFaultEvent]) -> FaultTable:
     """The fault table of a fault log: the requests it names with a fault other than
     latency. Requests the log never saw count as unfaulted."""
     hit = {(e.endpoint, e.index) for e in events if e.kind not in _NOT_FAULTS}
@@ -99,7 +99,9 @@ def faults_from_log(events: Iterable[FaultEvent]) -> FaultTable:
     return faulted
 
 
-def oracle_verdict(task: Task, faults: FaultPlanner | FaultTable, attempts: int) -> OracleVerdict:
+def oracle_verdict(
+    task: ReferenceTask, faults: FaultPlanner | FaultTable, attempts: int
+) -> OracleVerdict:
     """Play ``task``'s ideal calls against ``faults`` with ``attempts`` requests per call.
 
     ``faults`` is a world's ``FaultPlanner`` (the ground truth for any request, made or
@@ -125,7 +127,7 @@ def oracle_verdict(task: Task, faults: FaultPlanner | FaultTable, attempts: int)
     return OracleVerdict(True, requests, faulted_requests)
 
 
-def fault_summary(events: Iterable[FaultEvent]) -> dict[str, int]:
+def fault_summary(events: Iterable[WorldFaultEvent]) -> dict[str, int]:
     """Injected faults by kind (latency-only entries are left out: every request has one)."""
     counts: dict[str, int] = {}
     for event in events:

@@ -2,7 +2,7 @@
 
 Every strategy of one episode runs in one Ray task (their identical first model calls
 still meet in one process's completion cache). A task gets plain data (the
-``FaultsConfig``, the loaded ``FaultProfile`` and its jobs) and rebuilds the rest in its
+``FaultsConfig``, the loaded ``WorldFaultProfile`` and its jobs) and rebuilds the rest in its
 worker process, once per worker: an event loop, an :class:`EpisodeRunner` and a
 ``WorldFarm`` per profile, served on the worker's own 127.0.0.1. Nothing of the driver
 has to be reachable from the nodes, and an episode meets exactly the faults it meets
@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least, require_positive
 
-from ..world import FaultPlanner, FaultProfile, load_profile
+from ..world import FaultPlanner, WorldFaultProfile, load_profile
 from ._oracle import oracle_verdict
 from ._report import EpisodeResult
 from ._runner import FATAL, EpisodeJob, EpisodeRunner, FaultsConfig, make_runner
 from ._worlds import WorldFarm
 
 if TYPE_CHECKING:
-    from closedloop.harness import BenchConfig, BenchReport, Task
+    from closedloop.harness import BenchConfig, BenchReport, CodeTask
     from closedloop.models import Model
 
 __all__ = ["RayExecutor"]
@@ -69,7 +69,7 @@ class _Worker:
     models: dict[str, Model] = field(default_factory=dict)
 
     async def run(
-        self, config: FaultsConfig, profile: FaultProfile, jobs: Sequence[EpisodeJob]
+        self, config: FaultsConfig, profile: WorldFaultProfile, jobs: Sequence[EpisodeJob]
     ) -> tuple[list[dict[str, Any]], dict[str, int]]:
         runner = self.runners.get(config)
         if runner is None:
@@ -99,7 +99,7 @@ _WORKER: _Worker | None = None
 
 
 def _run_episode(
-    config: FaultsConfig, profile: FaultProfile, jobs: tuple[EpisodeJob, ...]
+    config: FaultsConfig, profile: WorldFaultProfile, jobs: tuple[EpisodeJob, ...]
 ) -> dict[str, Any]:
     """The Ray task: one episode's jobs on this worker's runner and worlds.
 
@@ -120,7 +120,7 @@ def _run_episode(
 
 
 def _refine_task(
-    config: BenchConfig, task: Task, factory: Callable[[], Model] | None
+    config: BenchConfig, task: CodeTask, factory: Callable[[], Model] | None
 ) -> dict[str, Any]:
     """The Ray task of the refine benchmark: round 1 and every strategy on one task.
 
@@ -160,7 +160,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _failed_row(
-    runner: EpisodeRunner, profile: FaultProfile, job: EpisodeJob, error: str
+    runner: EpisodeRunner, profile: WorldFaultProfile, job: EpisodeJob, error: str
 ) -> EpisodeResult:
     """The row of an episode whose task never came back: failed, the error recorded."""
     task = runner.tasks.get(job.task_id)
@@ -363,7 +363,7 @@ class RayExecutor:
     async def run_refine(
         self,
         config: BenchConfig,
-        tasks: Sequence[Task],
+        tasks: Sequence[CodeTask],
         *,
         model_factory: Callable[[], Model] | None = None,
         progress: Callable[[str], None] | None = None,
@@ -390,7 +390,7 @@ def _count(runner: EpisodeRunner, spent: Mapping[str, int]) -> None:
 
 
 def _failed_refine(
-    config: BenchConfig, task: Task, names: Sequence[str], error: str
+    config: BenchConfig, task: CodeTask, names: Sequence[str], error: str
 ) -> BenchReport:
     """One task's report when its Ray task failed: every strategy ran no round."""
     from closedloop.harness import BenchReport
@@ -416,7 +416,7 @@ def _failed_refine(
 async def _run_refine(
     executor: RayExecutor,
     config: BenchConfig,
-    tasks: Sequence[Task],
+    tasks: Sequence[CodeTask],
     *,
     factory: Callable[[], Model] | None = None,
     progress: Callable[[str], None] | None = None,

@@ -32,11 +32,11 @@ from closedloop._validation import require_int_at_least, require_non_negative
 from closedloop.agent import TraceSink
 from closedloop.feedback import MemoryStore
 
-from ..reference import Answer, Task, WorldTools, check, load_tasks
+from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks
 from ._models import EpisodeMeter, ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
-from ._strategies import STRATEGY_NAMES, Episode, Limits, Outcome, Strategy, get_strategy
+from ._strategies import STRATEGY_NAMES, BenchStrategy, Episode, Limits, Outcome, get_strategy
 from ._worlds import WorldFarm
 
 __all__ = [
@@ -168,22 +168,22 @@ def fault_seed(seed: int, profile: str, task_id: str, repetition: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "big") >> 1
 
 
-def _interleaved(tasks: Sequence[Task], start: int = 0) -> list[Task]:
+def _interleaved(tasks: Sequence[ReferenceTask], start: int = 0) -> list[ReferenceTask]:
     """Tasks by id within each domain, the domains taking turns from the ``start``-th (a
     few episodes per cell then cover the domains instead of the first alphabetically)."""
-    by_domain: dict[str, list[Task]] = {}
+    by_domain: dict[str, list[ReferenceTask]] = {}
     for task in sorted(tasks, key=lambda t: t.id):
         by_domain.setdefault(task.domain, []).append(task)
     names = sorted(by_domain)
     turn = start % len(names) if names else 0
     queues = [by_domain[d] for d in names[turn:] + names[:turn]]
-    out: list[Task] = []
+    out: list[ReferenceTask] = []
     for rank in range(max((len(q) for q in queues), default=0)):
         out.extend(q[rank] for q in queues if rank < len(q))
     return out
 
 
-def plan_jobs(config: FaultsConfig, tasks: Sequence[Task]) -> list[EpisodeJob]:
+def plan_jobs(config: FaultsConfig, tasks: Sequence[ReferenceTask]) -> list[EpisodeJob]:
     """Every job of a run, episode by episode (all strategies of an episode together)."""
     jobs: list[EpisodeJob] = []
     for profile in config.profiles:
@@ -247,21 +247,21 @@ class EpisodeRunner:
 
     config: FaultsConfig
     source: ModelSource
-    tasks: dict[str, Task]
+    tasks: dict[str, ReferenceTask]
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     timer: Callable[[], float] = time.perf_counter
     traces: TraceFactory | None = None
     on_result: Callable[[EpisodeResult], None] | None = None
-    strategies: dict[str, Strategy] = field(default_factory=dict)
+    strategies: dict[str, BenchStrategy] = field(default_factory=dict)
     farms: dict[str, WorldFarm] = field(default_factory=dict)
 
-    def strategy(self, name: str) -> Strategy:
+    def strategy(self, name: str) -> BenchStrategy:
         found = self.strategies.get(name)
         if found is None:
             found = self.strategies[name] = get_strategy(name, planner=self.config.closed_loop)
         return found
 
-    def limits(self, task: Task) -> Limits:
+    def limits(self, task: ReferenceTask) -> Limits:
         c = self.config
         return Limits(
             max_steps=task.expected_steps + c.step_slack,
@@ -310,7 +310,7 @@ class EpisodeRunner:
     def _judge(
         self,
         job: EpisodeJob,
-        task: Task,
+        task: ReferenceTask,
         world: Any,
         outcome: Outcome,
         meter: EpisodeMeter,
@@ -354,7 +354,7 @@ class EpisodeRunner:
         )
 
 
-def load_split(config: FaultsConfig) -> dict[str, Task]:
+def load_split(config: FaultsConfig) -> dict[str, ReferenceTask]:
     """The split's tasks by id."""
     tasks = load_tasks("eval" if config.split == "eval" else "dev", config.world_seed)
     return {t.id: t for t in tasks}

@@ -36,15 +36,15 @@ from closedloop.feedback import MemoryStore
 from closedloop.models import Model
 from closedloop.perception import Observation, ObservationStatus, sanitize_json
 
-from ..reference import ANSWER_FIELD, Answer, Task, WorldTools
+from ..reference import ANSWER_FIELD, Answer, ReferenceTask, WorldTools
 
 __all__ = [
     "STRATEGY_NAMES",
+    "BenchStrategy",
     "Episode",
     "Limits",
     "Outcome",
     "Reply",
-    "Strategy",
     "get_strategy",
     "parse_reply",
     "render_observation",
@@ -112,7 +112,7 @@ class Episode:
     ``model`` is the deterministic test model (it can only plan its task's trajectory).
     """
 
-    task: Task
+    task: ReferenceTask
     tools: WorldTools
     model: Model
     limits: Limits
@@ -142,7 +142,7 @@ class Outcome:
 
 
 @runtime_checkable
-class Strategy(Protocol):
+class BenchStrategy(Protocol):
     """A way of running an agent: the benchmark only calls ``run``."""
 
     @property
@@ -154,7 +154,7 @@ class Strategy(Protocol):
     async def run(self, episode: Episode) -> Outcome: ...
 
 
-def get_strategy(name: str, *, planner: str = "auto") -> Strategy:
+def get_strategy(name: str, *, planner: str = "auto") -> BenchStrategy:
     """A built-in strategy by name (see :data:`STRATEGY_NAMES`); ``planner`` is the closed
     loop's (``auto``, ``react`` or ``reference``)."""
     if name == "open_loop":
@@ -197,7 +197,7 @@ def _signature(name: str, parameters: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(parts)})"
 
 
-def system_prompt(task: Task, tools: WorldTools) -> str:
+def system_prompt(task: ReferenceTask, tools: WorldTools) -> str:
     """The baselines' system prompt, as a user writes one: a line per tool (its signature
     and the summary closedloop shows too), the reply format, and the answer's fields."""
     lines = ["You complete the user's task by calling tools, one call per reply.", "Tools:"]

@@ -25,8 +25,8 @@ from closedloop._exceptions import ConfigurationError
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import Observation
 
-from ..reference import ANSWER_FIELD, Task, WorldTools, play_ideal, resolve_arguments
-from ..world import World, create_app, load_world
+from ..reference import ANSWER_FIELD, ReferenceTask, WorldTools, play_ideal, resolve_arguments
+from ..world import World, create_world_app, load_world
 
 __all__ = ["ExpectedCall", "IdealReference", "oracle_model"]
 
@@ -58,7 +58,7 @@ class IdealReference:
         self._worlds: dict[int, tuple[World, httpx.ASGITransport]] = {}
         self._lock = asyncio.Lock()
 
-    async def expected(self, task: Task) -> tuple[ExpectedCall, ...]:
+    async def expected(self, task: ReferenceTask) -> tuple[ExpectedCall, ...]:
         """The fault-free answers of ``task``'s ideal calls, in order (computed once)."""
         found = self._expected.get(task.id)
         if found is not None:
@@ -70,11 +70,11 @@ class IdealReference:
                 self._expected[task.id] = found
         return found
 
-    async def _play(self, task: Task) -> tuple[ExpectedCall, ...]:
+    async def _play(self, task: ReferenceTask) -> tuple[ExpectedCall, ...]:
         made = self._worlds.get(task.world_seed)
         if made is None:
             world = World(data=load_world(task.world_seed), profile="none", latency_scale=0.0)
-            made = (world, httpx.ASGITransport(app=create_app(world)))
+            made = (world, httpx.ASGITransport(app=create_world_app(world)))
             self._worlds[task.world_seed] = made
         world, transport = made
         world.reset()
@@ -91,7 +91,7 @@ class IdealReference:
 class _OracleState:
     """One episode's progress: the replies given per prompt and where the journal stood."""
 
-    def __init__(self, task: Task, tools: WorldTools, expected: tuple[ExpectedCall, ...]):
+    def __init__(self, task: ReferenceTask, tools: WorldTools, expected: tuple[ExpectedCall, ...]):
         self.task = task
         self.tools = tools
         self.expected = expected
@@ -139,7 +139,11 @@ class _OracleState:
 
 
 def oracle_model(
-    task: Task, tools: WorldTools, expected: tuple[ExpectedCall, ...], *, name: str = "test:oracle"
+    task: ReferenceTask,
+    tools: WorldTools,
+    expected: tuple[ExpectedCall, ...],
+    *,
+    name: str = "test:oracle",
 ) -> FunctionModel:
     """The ``test:oracle`` model for one episode of ``task`` on ``tools`` (see the module)."""
     if len(expected) != len(task.ideal_trajectory):

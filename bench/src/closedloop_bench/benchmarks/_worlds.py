@@ -22,7 +22,7 @@ import uvicorn
 from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least, require_non_negative
 
-from ..world import FaultProfile, World, create_app, load_profile, load_world
+from ..world import World, WorldFaultProfile, create_world_app, load_profile, load_world
 
 __all__ = ["WorldFarm", "WorldLease"]
 
@@ -81,7 +81,7 @@ class WorldFarm:
 
     def __init__(
         self,
-        profile: str | Path | FaultProfile = "seed000",
+        profile: str | Path | WorldFaultProfile = "seed000",
         *,
         seed: int = 0,
         size: int = 8,
@@ -110,7 +110,7 @@ class WorldFarm:
                 sleep=self._sleep,
             )
             name = f"w{n}"
-            self._dispatcher.apps[name] = create_app(world)
+            self._dispatcher.apps[name] = create_world_app(world)
             self._free.put_nowait((name, world))
         self._sock = _loopback_socket()
         config = uvicorn.Config(

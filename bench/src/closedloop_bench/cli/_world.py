@@ -15,13 +15,13 @@ from rich.console import Console
 from closedloop._exceptions import ConfigurationError
 
 if TYPE_CHECKING:
-    from ..world import FaultProfile, WorldHandle
+    from ..world import WorldFaultProfile, WorldHandle
 
 app = typer.Typer(help="The world: local HTTP services with injected faults.", no_args_is_help=True)
 _out = Console(highlight=False, soft_wrap=True)
 
 
-def _profile(name: str, faults_file: Path | None) -> FaultProfile:
+def _profile(name: str, faults_file: Path | None) -> WorldFaultProfile:
     from ..world import load_profile_file, named_profiles
 
     named = named_profiles()

@@ -38,17 +38,17 @@ from ._judge import (
     verdict,
     world_of,
 )
-from ._tasks import Answer, CheckResult, Task
+from ._tasks import Answer, CheckerVerdict, ReferenceTask
 
 __all__ = ["CHECKERS", "Checker", "check"]
 
-Checker = Callable[[Task, Answer, World | None], CheckResult]
+Checker = Callable[[ReferenceTask, Answer, World | None], CheckerVerdict]
 
 
 # --- checkers -----------------------------------------------------------------------------------
 
 
-def check_impossible(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_impossible(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     """No answer exists: success only for a stated impossibility or a handover, no effects."""
     done = effects_of(world)
     if done:
@@ -61,7 +61,9 @@ def check_impossible(task: Task, answer: Answer, world: World | None) -> CheckRe
     return fail("neither stated the impossibility nor handed over")
 
 
-def check_weather_report(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_report(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     city = answer.fields.get("city")
     date = answer.fields.get("date")
@@ -78,7 +80,9 @@ def check_weather_report(task: Task, answer: Answer, world: World | None) -> Che
     )
 
 
-def check_weather_extreme(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_extreme(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     city = answer.fields.get("city")
     city_problem = (
@@ -98,7 +102,9 @@ def check_weather_extreme(task: Task, answer: Answer, world: World | None) -> Ch
     )
 
 
-def check_weather_warmest_day(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_warmest_day(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     return verdict(
         first_problem(
@@ -111,7 +117,9 @@ def check_weather_warmest_day(task: Task, answer: Answer, world: World | None) -
     )
 
 
-def check_weather_rainy_days(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_rainy_days(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     return verdict(
         first_problem(
@@ -131,7 +139,9 @@ def _flight_named(answer: Answer, t: Mapping[str, Any]) -> str | None:
     return None if any(i in answer.text for i in ids) else "the answer names no right flight"
 
 
-def check_flight_cheapest(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_flight_cheapest(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     date = t.get("date")
     return verdict(
@@ -146,7 +156,7 @@ def check_flight_cheapest(task: Task, answer: Answer, world: World | None) -> Ch
     )
 
 
-def check_flight_booked(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_flight_booked(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     """Exactly one live, paid booking of a right flight for the passenger; one payment."""
     t = task.ground_truth
     if world is None:
@@ -184,7 +194,9 @@ def check_flight_booked(task: Task, answer: Answer, world: World | None) -> Chec
     return ok(f"{booking.flight_id} booked and paid once")
 
 
-def check_room_available(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_room_available(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     expected = bool(task.ground_truth["available"])
     got = bool_of(answer, "available")
     return verdict(
@@ -197,7 +209,9 @@ def check_room_available(task: Task, answer: Answer, world: World | None) -> Che
     )
 
 
-def check_weather_and_room(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_and_room(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     got = answer.fields.get("free_slots")
     slots = {slot_of(s) for s in got} if isinstance(got, list) else None
@@ -218,7 +232,7 @@ def check_weather_and_room(task: Task, answer: Answer, world: World | None) -> C
     )
 
 
-def check_room_days(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_room_days(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     want = set(task.ground_truth["free_dates"])
     got = answer.fields.get("free_dates")
     dates = {str(x).strip() for x in got} if isinstance(got, list) else None
@@ -245,7 +259,7 @@ def _room_booking(world: World, t: Mapping[str, Any]) -> str | None:
     return f"other effects too: {others[:3]}" if others else None
 
 
-def check_room_booked(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_room_booked(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     t = task.ground_truth
     if world is None:
         return fail("a booking task needs the world to check its effects")
@@ -272,7 +286,9 @@ def check_room_booked(task: Task, answer: Answer, world: World | None) -> CheckR
     )
 
 
-def check_weather_conditional_room(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_weather_conditional_room(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     got = bool_of(answer, "booked")
     problem = first_problem(
@@ -291,7 +307,7 @@ def check_weather_conditional_room(task: Task, answer: Answer, world: World | No
     return verdict(read_only_problem(world), "no rain, nothing booked")
 
 
-def check_report_figure(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_report_figure(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     t = task.ground_truth
     return verdict(
         first_problem(
@@ -303,7 +319,9 @@ def check_report_figure(task: Task, answer: Answer, world: World | None) -> Chec
     )
 
 
-def check_report_compare(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_report_compare(
+    task: ReferenceTask, answer: Answer, world: World | None
+) -> CheckerVerdict:
     t = task.ground_truth
     winner = company_of(task, answer.fields.get("company", ""))
     return verdict(
@@ -319,7 +337,7 @@ def check_report_compare(task: Task, answer: Answer, world: World | None) -> Che
     )
 
 
-def check_report_trend(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_report_trend(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     t = task.ground_truth
     raw = answer.fields.get("revenues")
     revenues = (
@@ -347,7 +365,7 @@ def check_report_trend(task: Task, answer: Answer, world: World | None) -> Check
     )
 
 
-def check_report_multi(task: Task, answer: Answer, world: World | None) -> CheckResult:
+def check_report_multi(task: ReferenceTask, answer: Answer, world: World | None) -> CheckerVerdict:
     t = task.ground_truth
     leader = company_of(task, answer.fields.get("leader", ""))
     tol = VALUE_TOLERANCE * len(t["quarters"]) + 0.05
@@ -383,7 +401,7 @@ CHECKERS: Mapping[str, Checker] = {
 """Every checker by the name tasks refer to."""
 
 
-def check(task: Task, answer: Any, world_handle: Any = None) -> CheckResult:
+def check(task: ReferenceTask, answer: Any, world_handle: Any = None) -> CheckerVerdict:
     """Judge one run of ``task``: its ``answer`` (an Answer, a ``RunResult``, fields or text)
     and ``world_handle`` (the ``WorldHandle`` or ``World`` the run acted on, after the run
     and before any reset; ``None`` only for tasks that change nothing)."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..world import City
 from ._taskgen import LIST_CITIES, PASSENGERS, Ctx, Lang, impossible_answer, make_task
-from ._tasks import Task, ToolCall
+from ._tasks import ReferenceTask, TrajectoryCall
 
 __all__ = ["FLIGHT_QUOTAS"]
 
@@ -28,9 +28,9 @@ def _route(ctx: Ctx) -> tuple[City, City]:
     return ctx.truth.by_code[origin], ctx.truth.by_code[dest]
 
 
-def _search(o: City, d: City, day: dt.date | str) -> ToolCall:
+def _search(o: City, d: City, day: dt.date | str) -> TrajectoryCall:
     date = day if isinstance(day, str) else day.isoformat()
-    return ToolCall(
+    return TrajectoryCall(
         tool="search_flights", arguments={"from_city": o.name, "to_city": d.name, "date": date}
     )
 
@@ -42,7 +42,7 @@ def _route_phrases(ctx: Ctx, o: City, d: City, lang: Lang) -> tuple[str, str, bo
     return a, b, la or lb
 
 
-def flight_cheapest(ctx: Ctx) -> Task | None:
+def flight_cheapest(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     o, d = _route(ctx)
     day = rng.choice(truth.schedule_days())
@@ -83,7 +83,7 @@ def flight_cheapest(ctx: Ctx) -> Task | None:
     )
 
 
-def flight_impossible(ctx: Ctx) -> Task | None:
+def flight_impossible(ctx: Ctx) -> ReferenceTask | None:
     """No route, an unknown city, a past date or a date beyond the schedule."""
     rng, truth, data = ctx.rng, ctx.truth, ctx.data
     lang = ctx.lang()
@@ -91,7 +91,7 @@ def flight_impossible(ctx: Ctx) -> Task | None:
     o, d = _route(ctx)
     day: dt.date = rng.choice(truth.schedule_days())
     a, b = ctx.city_phrase(o, lang, "canonical")[0], ctx.city_phrase(d, lang, "canonical")[0]
-    calls: list[ToolCall]
+    calls: list[TrajectoryCall]
     if kind == "no_route":
         o, d = rng.sample(list(data.cities), 2)
         if (o.code, d.code) in truth.routes:
@@ -175,7 +175,7 @@ def _window(
     return o, d, days, j, budget, days[j]
 
 
-def flight_budget_window(ctx: Ctx, *, book: bool = False) -> Task | None:
+def flight_budget_window(ctx: Ctx, *, book: bool = False) -> ReferenceTask | None:
     drawn = _window(ctx, 8 if book else 10)
     if drawn is None:
         return None
@@ -262,18 +262,22 @@ def flight_budget_window(ctx: Ctx, *, book: bool = False) -> Task | None:
     )
 
 
-def flight_book_budget(ctx: Ctx) -> Task | None:
+def flight_book_budget(ctx: Ctx) -> ReferenceTask | None:
     return flight_budget_window(ctx, book=True)
 
 
-def _book_calls(flight_id: str, passenger: str, price: int) -> list[ToolCall]:
+def _book_calls(flight_id: str, passenger: str, price: int) -> list[TrajectoryCall]:
     return [
-        ToolCall(tool="book_flight", arguments={"flight_id": flight_id, "passenger": passenger}),
-        ToolCall(tool="pay", arguments={"order_id": "$book_flight.order_id", "amount_cny": price}),
+        TrajectoryCall(
+            tool="book_flight", arguments={"flight_id": flight_id, "passenger": passenger}
+        ),
+        TrajectoryCall(
+            tool="pay", arguments={"order_id": "$book_flight.order_id", "amount_cny": price}
+        ),
     ]
 
 
-def flight_book(ctx: Ctx) -> Task | None:
+def flight_book(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     o, d = _route(ctx)
     day = rng.choice(truth.schedule_days())
@@ -320,7 +324,7 @@ def flight_book(ctx: Ctx) -> Task | None:
     )
 
 
-def flight_cheapest_day(ctx: Ctx, *, book: bool = False) -> Task | None:
+def flight_cheapest_day(ctx: Ctx, *, book: bool = False) -> ReferenceTask | None:
     """The cheapest day to fly within a window (every day searched), optionally booked."""
     rng, truth = ctx.rng, ctx.truth
     o, d = _route(ctx)
@@ -383,7 +387,7 @@ def flight_cheapest_day(ctx: Ctx, *, book: bool = False) -> Task | None:
     )
 
 
-def flight_book_cheapest_day(ctx: Ctx) -> Task | None:
+def flight_book_cheapest_day(ctx: Ctx) -> ReferenceTask | None:
     return flight_cheapest_day(ctx, book=True)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..world import Room
 from ._taskgen import LIST_CITIES, PASSENGERS, Ctx, Lang, impossible_answer, make_task
-from ._tasks import Task, ToolCall
+from ._tasks import ReferenceTask, TrajectoryCall
 from ._truth import OPEN_HOURS, RAIN
 
 __all__ = ["MEETING_QUOTAS"]
@@ -41,14 +41,14 @@ def _room_phrase(room: Room, lang: Lang) -> str:
     return room.name if lang == "zh" else f"{room.name_en} ({room.room_id})"
 
 
-def _slots(ctx: Ctx, room: Room, day: dt.date) -> ToolCall:
-    return ToolCall(
+def _slots(ctx: Ctx, room: Room, day: dt.date) -> TrajectoryCall:
+    return TrajectoryCall(
         tool="get_room_slots", arguments={"room_id": room.room_id, "date": day.isoformat()}
     )
 
 
-def _book(room: Room, day: dt.date, hour: int, organizer: str) -> ToolCall:
-    return ToolCall(
+def _book(room: Room, day: dt.date, hour: int, organizer: str) -> TrajectoryCall:
+    return TrajectoryCall(
         tool="book_room",
         arguments={
             "room_id": room.room_id,
@@ -59,7 +59,7 @@ def _book(room: Room, day: dt.date, hour: int, organizer: str) -> ToolCall:
     )
 
 
-def room_available(ctx: Ctx) -> Task:
+def room_available(ctx: Ctx) -> ReferenceTask:
     rng, truth = ctx.rng, ctx.truth
     room = rng.choice(ctx.data.rooms)
     day = rng.choice(truth.schedule_days())
@@ -95,7 +95,7 @@ def room_available(ctx: Ctx) -> Task:
     )
 
 
-def weather_and_room(ctx: Ctx) -> Task:
+def weather_and_room(ctx: Ctx) -> ReferenceTask:
     rng, truth = ctx.rng, ctx.truth
     room = rng.choice(ctx.data.rooms)
     day = rng.choice(truth.schedule_days())
@@ -123,7 +123,7 @@ def weather_and_room(ctx: Ctx) -> Task:
     )
     calls = [LIST_CITIES] if lookup else []
     calls += [
-        ToolCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()}),
+        TrajectoryCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()}),
         _slots(ctx, room, day),
     ]
     return make_task(
@@ -159,7 +159,7 @@ def weather_and_room(ctx: Ctx) -> Task:
     )
 
 
-def room_book(ctx: Ctx) -> Task:
+def room_book(ctx: Ctx) -> ReferenceTask:
     rng, truth = ctx.rng, ctx.truth
     room = rng.choice(ctx.data.rooms)
     day = rng.choice(truth.schedule_days())
@@ -219,7 +219,7 @@ def room_book(ctx: Ctx) -> Task:
     )
 
 
-def room_find_book(ctx: Ctx) -> Task | None:
+def room_find_book(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     day = rng.choice(truth.schedule_days())
     hour = rng.randrange(*OPEN_HOURS)
@@ -232,7 +232,7 @@ def room_find_book(ctx: Ctx) -> Task | None:
     candidates = truth.rooms(day, capacity, equipment)
     fits = [r for r in candidates if hour in (truth.free_hours(r.room_id, day) or [])]
     calls = [
-        ToolCall(
+        TrajectoryCall(
             tool="list_rooms",
             arguments={
                 "date": day.isoformat(),
@@ -302,7 +302,7 @@ def room_find_book(ctx: Ctx) -> Task | None:
     )
 
 
-def weather_conditional_room(ctx: Ctx) -> Task | None:
+def weather_conditional_room(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     day = rng.choice([d for d in truth.schedule_days() if d.weekday() < 5])
     room = rng.choice(ctx.data.rooms)
@@ -326,7 +326,9 @@ def weather_conditional_room(ctx: Ctx) -> Task | None:
         f"{_room_phrase(room, lang)} at {_hour_phrase(hour, lang)} for one hour for {organizer}; "
         "otherwise book nothing and tell me the weather."
     )
-    calls = [ToolCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()})]
+    calls = [
+        TrajectoryCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()})
+    ]
     if rainy:
         calls += [_slots(ctx, room, day), _book(room, day, hour, organizer)]
     text = (
@@ -368,7 +370,7 @@ def weather_conditional_room(ctx: Ctx) -> Task | None:
     )
 
 
-def room_days(ctx: Ctx) -> Task | None:
+def room_days(ctx: Ctx) -> ReferenceTask | None:
     """Which days of a window a room is free at an hour; or book the first such day."""
     rng, truth = ctx.rng, ctx.truth
     room = rng.choice(ctx.data.rooms)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._taskgen import Ctx, Lang, impossible_answer, join, make_task
-from ._tasks import Task, ToolCall
+from ._tasks import ReferenceTask, TrajectoryCall
 from ._truth import METRICS
 
 __all__ = ["REPORT_QUOTAS"]
@@ -31,19 +31,19 @@ def _quarter_phrase(quarter: str, lang: Lang, rng: Any) -> str:
     return f"Q{q} {year}"
 
 
-def _search(company_id: str | None, quarter: str | None, ctx: Ctx) -> ToolCall:
+def _search(company_id: str | None, quarter: str | None, ctx: Ctx) -> TrajectoryCall:
     args: dict[str, Any] = {}
     if company_id is not None:
         args["company"] = ctx.truth.companies[company_id].name
     if quarter is not None:
         args["quarter"] = quarter
-    return ToolCall(tool="search_documents", arguments=args)
+    return TrajectoryCall(tool="search_documents", arguments=args)
 
 
-def _get(company_id: str, quarter: str, ctx: Ctx) -> ToolCall:
+def _get(company_id: str, quarter: str, ctx: Ctx) -> TrajectoryCall:
     doc = ctx.truth.document(company_id, quarter)
     assert doc is not None
-    return ToolCall(tool="get_document", arguments={"doc_id": doc.doc_id})
+    return TrajectoryCall(tool="get_document", arguments={"doc_id": doc.doc_id})
 
 
 def _listed(values: dict[str, float]) -> str:
@@ -56,7 +56,7 @@ def _figure(ctx: Ctx, company_id: str, quarter: str, metric: str) -> float:
     return float(getattr(doc.truth, metric))
 
 
-def report_figure(ctx: Ctx) -> Task:
+def report_figure(ctx: Ctx) -> ReferenceTask:
     rng = ctx.rng
     cid = rng.choice(sorted(ctx.truth.companies))
     quarter = rng.choice(ctx.truth.quarters)
@@ -91,7 +91,7 @@ def report_figure(ctx: Ctx) -> Task:
     )
 
 
-def report_compare(ctx: Ctx) -> Task | None:
+def report_compare(ctx: Ctx) -> ReferenceTask | None:
     rng = ctx.rng
     a, b = rng.sample(sorted(ctx.truth.companies), 2)
     quarter = rng.choice(ctx.truth.quarters)
@@ -134,7 +134,7 @@ def report_compare(ctx: Ctx) -> Task | None:
     )
 
 
-def report_trend(ctx: Ctx) -> Task | None:
+def report_trend(ctx: Ctx) -> ReferenceTask | None:
     rng, quarters = ctx.rng, ctx.truth.quarters
     cid = rng.choice(sorted(ctx.truth.companies))
     n = rng.randint(2, len(quarters))
@@ -190,7 +190,7 @@ def report_trend(ctx: Ctx) -> Task | None:
     )
 
 
-def report_multi(ctx: Ctx) -> Task | None:
+def report_multi(ctx: Ctx) -> ReferenceTask | None:
     rng, quarters = ctx.rng, ctx.truth.quarters
     m, n = rng.choice(((2, 2), (2, 3), (2, 4), (3, 2)))
     cids = rng.sample(sorted(ctx.truth.companies), m)
@@ -234,7 +234,7 @@ def report_multi(ctx: Ctx) -> Task | None:
     )
 
 
-def report_impossible(ctx: Ctx) -> Task:
+def report_impossible(ctx: Ctx) -> ReferenceTask:
     rng = ctx.rng
     lang = ctx.lang()
     metric = rng.choice(sorted(METRICS))
@@ -248,7 +248,9 @@ def report_impossible(ctx: Ctx) -> Task:
             f"there are no reports of {company}",
         )
         who = company
-        call = ToolCall(tool="search_documents", arguments={"company": company, "quarter": quarter})
+        call = TrajectoryCall(
+            tool="search_documents", arguments={"company": company, "quarter": quarter}
+        )
     else:
         cid = rng.choice(sorted(ctx.truth.companies))
         quarter = rng.choice(("2022Q3", "2022Q4", "2025Q1", "2025Q2", "2021Q4"))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..world import City, WeatherDay
 from ._taskgen import LIST_CITIES, Ctx, Lang, impossible_answer, join, make_task
-from ._tasks import Task, ToolCall
+from ._tasks import ReferenceTask, TrajectoryCall
 from ._truth import RAIN
 
 __all__ = ["WEATHER_QUOTAS"]
@@ -30,7 +30,7 @@ def _weather_text(w: WeatherDay, city: City, lang: Lang) -> str:
     return f"{city.name_en} on {w.date.isoformat()}: {w.condition}, {w.temperature_c} °C."
 
 
-def weather_single(ctx: Ctx) -> Task:
+def weather_single(ctx: Ctx) -> ReferenceTask:
     rng, truth = ctx.rng, ctx.truth
     city = rng.choice(ctx.data.cities)
     day = rng.choice(truth.weather_days())
@@ -54,7 +54,7 @@ def weather_single(ctx: Ctx) -> Task:
     )
     calls = [LIST_CITIES] if lookup else []
     calls.append(
-        ToolCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()})
+        TrajectoryCall(tool="get_weather", arguments={"city": city.name, "date": day.isoformat()})
     )
     return make_task(
         ctx,
@@ -77,7 +77,7 @@ def weather_single(ctx: Ctx) -> Task:
     )
 
 
-def weather_unknown_city(ctx: Ctx) -> Task:
+def weather_unknown_city(ctx: Ctx) -> ReferenceTask:
     rng = ctx.rng
     lang = ctx.lang()
     names = [n for n in ctx.data.unknown_cities if (n.isascii()) == (lang == "en")]
@@ -106,7 +106,7 @@ def weather_unknown_city(ctx: Ctx) -> Task:
     )
 
 
-def weather_bad_date(ctx: Ctx) -> Task:
+def weather_bad_date(ctx: Ctx) -> ReferenceTask:
     rng, data = ctx.rng, ctx.data
     city = rng.choice(data.cities)
     lang = ctx.lang()
@@ -141,7 +141,7 @@ def weather_bad_date(ctx: Ctx) -> Task:
         fields=_WEATHER_FIELDS,
         truth={"why": f"bad_date:{kind}", "date": iso},
         checker="impossible",
-        trajectory=[ToolCall(tool="get_weather", arguments={"city": city.name, "date": iso})],
+        trajectory=[TrajectoryCall(tool="get_weather", arguments={"city": city.name, "date": iso})],
         answer_text=text,
         answer_fields=fields,
         impossible=True,
@@ -149,7 +149,7 @@ def weather_bad_date(ctx: Ctx) -> Task:
     )
 
 
-def weather_compare(ctx: Ctx) -> Task | None:
+def weather_compare(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     k = rng.randint(2, 6)
     cities = rng.sample(list(ctx.data.cities), k)
@@ -183,7 +183,7 @@ def weather_compare(ctx: Ctx) -> Task | None:
         text = f"{best.name_en} is the {word}, at {w.temperature_c} °C."
     calls = [LIST_CITIES] if typo_at is not None else []
     calls += [
-        ToolCall(tool="get_weather", arguments={"city": c.name, "date": day.isoformat()})
+        TrajectoryCall(tool="get_weather", arguments={"city": c.name, "date": day.isoformat()})
         for c in cities
     ]
     return make_task(
@@ -202,7 +202,7 @@ def weather_compare(ctx: Ctx) -> Task | None:
     )
 
 
-def weather_range(ctx: Ctx) -> Task | None:
+def weather_range(ctx: Ctx) -> ReferenceTask | None:
     rng, truth = ctx.rng, ctx.truth
     n = rng.randint(2, 10)
     all_days = truth.weather_days()
@@ -219,7 +219,7 @@ def weather_range(ctx: Ctx) -> Task | None:
     first, last = ctx.span_phrase(days[0], days[-1], lang)
     calls = [LIST_CITIES] if lookup else []
     calls += [
-        ToolCall(tool="get_weather", arguments={"city": city.name, "date": d.isoformat()})
+        TrajectoryCall(tool="get_weather", arguments={"city": city.name, "date": d.isoformat()})
         for d in days
     ]
     if rng.random() < 0.5:

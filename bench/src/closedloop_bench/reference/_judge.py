@@ -15,7 +15,7 @@ from typing import Any
 from closedloop._exceptions import ConfigurationError
 
 from ..world import World, load_world
-from ._tasks import Answer, CheckResult, Task
+from ._tasks import Answer, CheckerVerdict, ReferenceTask
 
 __all__ = [
     "VALUE_TOLERANCE",
@@ -78,12 +78,12 @@ _IMPOSSIBLE_MARKERS = (
 VALUE_TOLERANCE = 0.051  # the world's figures have one decimal
 
 
-def ok(reason: str) -> CheckResult:
-    return CheckResult(success=True, reason=reason)
+def ok(reason: str) -> CheckerVerdict:
+    return CheckerVerdict(success=True, reason=reason)
 
 
-def fail(reason: str) -> CheckResult:
-    return CheckResult(success=False, reason=reason)
+def fail(reason: str) -> CheckerVerdict:
+    return CheckerVerdict(success=False, reason=reason)
 
 
 def world_of(world: Any) -> World | None:
@@ -196,11 +196,11 @@ def aliases(seed: int) -> tuple[dict[str, str], dict[str, str]]:
     return cities, companies
 
 
-def company_of(task: Task, name: Any) -> str | None:
+def company_of(task: ReferenceTask, name: Any) -> str | None:
     return aliases(task.world_seed)[1].get(str(name).strip().casefold())
 
 
-def city_of(task: Task, name: Any) -> str | None:
+def city_of(task: ReferenceTask, name: Any) -> str | None:
     return aliases(task.world_seed)[0].get(str(name).strip().casefold())
 
 
@@ -230,7 +230,7 @@ def read_only_problem(world: World | None) -> str | None:
     return f"a read-only task changed the world: {', '.join(done[:3])}" if done else None
 
 
-def verdict(problem: str | None, success: str) -> CheckResult:
+def verdict(problem: str | None, success: str) -> CheckerVerdict:
     return fail(problem) if problem else ok(success)
 
 
@@ -251,7 +251,7 @@ def bool_of(answer: Answer, name: str) -> bool | None:
     return None
 
 
-def by_company(task: Task, values: Any) -> dict[str, float] | None:
+def by_company(task: ReferenceTask, values: Any) -> dict[str, float] | None:
     if not isinstance(values, Mapping):
         return None
     out = {}

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from closedloop._exceptions import ConfigurationError
 
 from ..world import City, WorldData, load_world
-from ._tasks import Answer, Domain, Split, Task, ToolCall, answer_schema
+from ._tasks import Answer, Domain, ReferenceTask, Split, TrajectoryCall, answer_schema
 from ._truth import Truth
 
 __all__ = [
@@ -52,7 +52,7 @@ PASSENGERS = (
     "Bob Li",
 )
 """Names for passengers and meeting organisers."""
-LIST_CITIES = ToolCall(tool="list_cities")
+LIST_CITIES = TrajectoryCall(tool="list_cities")
 Lang = Literal["zh", "en"]
 CityForm = Literal["canonical", "english", "typo", "abbreviation"]
 
@@ -155,19 +155,19 @@ def make_task(
     fields: Mapping[str, Mapping[str, Any]],
     truth: Mapping[str, Any],
     checker: str,
-    trajectory: Iterable[ToolCall | tuple[str, Mapping[str, Any]]],
+    trajectory: Iterable[TrajectoryCall | tuple[str, Mapping[str, Any]]],
     answer_text: str,
     answer_fields: Mapping[str, Any],
     impossible: bool = False,
     tags: Iterable[str] = (),
-) -> Task:
+) -> ReferenceTask:
     """A task draft (its id is set when the split is assembled)."""
     calls = tuple(
-        c if isinstance(c, ToolCall) else ToolCall(tool=c[0], arguments=dict(c[1]))
+        c if isinstance(c, TrajectoryCall) else TrajectoryCall(tool=c[0], arguments=dict(c[1]))
         for c in trajectory
     )
     status = "impossible" if impossible else "answered"
-    return Task(
+    return ReferenceTask(
         id="draft",
         split=ctx.split,
         world_seed=ctx.data.seed,
@@ -187,7 +187,7 @@ def make_task(
     )
 
 
-Template = Callable[[Ctx], Task | None]
+Template = Callable[[Ctx], ReferenceTask | None]
 
 
 @dataclass(frozen=True)
@@ -207,9 +207,9 @@ def _quotas() -> list[_Quota]:
     return [_Quota(t, n, t.__name__) for t, n in quotas]
 
 
-def _generate(split: Split, seed: int, exclude: frozenset[str]) -> tuple[Task, ...]:
+def _generate(split: Split, seed: int, exclude: frozenset[str]) -> tuple[ReferenceTask, ...]:
     truth = Truth(load_world(seed))
-    tasks: list[Task] = []
+    tasks: list[ReferenceTask] = []
     seen = set(exclude)
     for quota in _quotas():
         made = 0
@@ -235,14 +235,14 @@ def _generate(split: Split, seed: int, exclude: frozenset[str]) -> tuple[Task, .
 
 
 @cache
-def _split(split: Split, seed: int) -> tuple[Task, ...]:
+def _split(split: Split, seed: int) -> tuple[ReferenceTask, ...]:
     exclude: frozenset[str] = frozenset()
     if split == "eval":
         exclude = frozenset(t.prompt for t in _split("dev", seed))
     return _generate(split, seed, exclude)
 
 
-def load_tasks(split: Split = "dev", seed: int = 0) -> tuple[Task, ...]:
+def load_tasks(split: Split = "dev", seed: int = 0) -> tuple[ReferenceTask, ...]:
     """The tasks of ``split`` (``"dev"`` or ``"eval"``) for the world of data seed ``seed``.
 
     Deterministic: the same arguments always give the same tasks, ids and truths. The
@@ -255,7 +255,7 @@ def load_tasks(split: Split = "dev", seed: int = 0) -> tuple[Task, ...]:
     return _split(split, seed)
 
 
-def task_counts(tasks: Iterable[Task]) -> dict[str, dict[str, int]]:
+def task_counts(tasks: Iterable[ReferenceTask]) -> dict[str, dict[str, int]]:
     """Counts by domain, by expected step count, by template and by (im)possibility."""
     items = list(tasks)
     return {

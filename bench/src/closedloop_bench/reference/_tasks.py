@@ -1,6 +1,6 @@
 """Benchmark tasks: what to ask, what a right answer contains, and how to judge one.
 
-A ``Task`` is data (pydantic, frozen, JSON-serialisable): the prompt, the JSON schema of
+A ``ReferenceTask`` is data (pydantic, frozen, JSON-serialisable): the prompt, the JSON schema of
 the structured answer, the ground truth computed from the world's data files, the name
 of its checker, the tool calls an ideal agent makes and the answer it gives. Judging
 needs the run's answer *and* the world after the run: a booking task succeeds only if
@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_FIELD",
     "Answer",
-    "CheckResult",
+    "CheckerVerdict",
     "Domain",
+    "ReferenceTask",
     "Split",
-    "Task",
-    "ToolCall",
+    "TrajectoryCall",
     "answer_schema",
 ]
 
@@ -40,7 +40,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ToolCall(_Frozen):
+class TrajectoryCall(_Frozen):
     """One tool call. An argument ``"$tool.path"`` means: the value at ``path`` in the latest
     answer of ``tool`` (an id the world makes up at run time, such as an order id)."""
 
@@ -60,7 +60,7 @@ class Answer(_Frozen):
         """Read an ``Answer`` from an Answer, a ``RunResult``, a mapping of fields or text.
 
         From a ``RunResult``: a handover halt counts as handing over; the structured
-        answer is the ``answer`` required field (see ``Task.agent_task``) or the fields.
+        answer is the ``answer`` required field (see ``ReferenceTask.agent_task``) or the fields.
         """
         if isinstance(value, Answer):
             return value
@@ -84,7 +84,7 @@ class Answer(_Frozen):
         )
 
 
-class CheckResult(_Frozen):
+class CheckerVerdict(_Frozen):
     """A checker's verdict and the sentence that explains it."""
 
     success: bool
@@ -132,7 +132,7 @@ def answer_schema(
     }
 
 
-class Task(_Frozen):
+class ReferenceTask(_Frozen):
     """One generated task with its truth, its checker and its ideal trajectory.
 
     ``expected_steps`` is the number of tool calls an ideal agent makes (the length of
@@ -155,7 +155,7 @@ class Task(_Frozen):
     required_fields: dict[str, Any]
     ground_truth: dict[str, Any]
     checker: str
-    ideal_trajectory: tuple[ToolCall, ...]
+    ideal_trajectory: tuple[TrajectoryCall, ...]
     ideal_answer: Answer
     impossible: bool = False
     tags: tuple[str, ...] = ()
@@ -185,8 +185,8 @@ class Task(_Frozen):
     def agent_task(self, *, task_id: str | None = None) -> AgentTask:
         """This task for ``closedloop.agent``: one required field, ``answer``, validated by
         ``required_fields`` (so "answered" needs every value and "impossible" a reason)."""
-        from closedloop.agent import RequiredField
         from closedloop.agent import Task as AgentTask
+        from closedloop.agent import RequiredField
 
         return AgentTask(
             prompt=self.prompt,

@@ -17,7 +17,7 @@ from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import Observation
 
 from ._plumbing import WorldClient
-from ._tasks import ANSWER_FIELD, Answer, Task
+from ._tasks import ANSWER_FIELD, Answer, ReferenceTask
 
 __all__ = ["ideal_model", "play_ideal", "resolve_arguments"]
 
@@ -44,7 +44,7 @@ def resolve_arguments(arguments: Mapping[str, Any], tools: WorldClient) -> dict[
     return out
 
 
-async def play_ideal(task: Task, tools: Any) -> tuple[Answer, list[Observation]]:
+async def play_ideal(task: ReferenceTask, tools: Any) -> tuple[Answer, list[Observation]]:
     """Call the ideal trajectory's tools in order (no model, no loop); return the ideal
     answer and the observations. Effects run without a ledger and raise when refused."""
     observations = []
@@ -59,7 +59,7 @@ async def play_ideal(task: Task, tools: Any) -> tuple[Answer, list[Observation]]
     return task.ideal_answer, observations
 
 
-def ideal_model(task: Task, tools: WorldClient, *, name: str = "ideal") -> FunctionModel:
+def ideal_model(task: ReferenceTask, tools: WorldClient, *, name: str = "ideal") -> FunctionModel:
     """A ``FunctionModel`` that proposes the ideal trajectory, one call per step, then the
     ideal final answer (``{"final": ..., "fields": {"answer": ...}}``). Run-time ids
     (``"$book_flight.order_id"``) are read from ``tools.journal``."""

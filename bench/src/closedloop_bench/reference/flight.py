@@ -68,7 +68,7 @@ from ._agents_common import (
     valid_date,
     words,
 )
-from ._tasks import Task
+from ._tasks import ReferenceTask
 
 __all__ = ["FlightRules", "build_flight_agent", "price_tolerance", "run"]
 
@@ -352,7 +352,7 @@ def build_flight_agent(
 
 
 async def run(
-    task: Task | str,
+    task: ReferenceTask | str,
     model: Model | str | None = None,
     *,
     base_url: str,

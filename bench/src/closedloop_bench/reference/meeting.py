@@ -54,7 +54,7 @@ from ._agents_common import (
     valid_date,
     words,
 )
-from ._tasks import Task
+from ._tasks import ReferenceTask
 
 __all__ = ["MeetingRules", "build_meeting_agent", "run", "slot_seen_free"]
 
@@ -96,7 +96,7 @@ def slot_seen_free(args: Mapping[str, Any], state: Mapping[str, Any]) -> bool | 
     return True
 
 
-def _kind(task: Task | None, prompt: str) -> str:
+def _kind(task: ReferenceTask | None, prompt: str) -> str:
     props = set(task.required_fields.get("properties", {})) if task else set()
     if "available" in props or re.search(r"有空吗|^Is .* free", prompt):
         return "available"
@@ -366,7 +366,7 @@ def build_meeting_agent(
 
 
 async def run(
-    task: Task | str,
+    task: ReferenceTask | str,
     model: Model | str | None = None,
     *,
     base_url: str,

@@ -51,7 +51,7 @@ from ._agents_common import (
     impossible,
     pick,
 )
-from ._tasks import Task
+from ._tasks import ReferenceTask
 
 __all__ = ["ReportRules", "build_report_agent", "grounded_numbers", "read_number", "run"]
 
@@ -130,7 +130,7 @@ def _quarters(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _kind(task: Task | None, prompt: str) -> str:
+def _kind(task: ReferenceTask | None, prompt: str) -> str:
     props = set(task.required_fields.get("properties", {})) if task else set()
     if "revenues" in props or re.search(r"大纲|outline", prompt, re.IGNORECASE):
         return "trend"
@@ -369,7 +369,7 @@ def build_report_agent(
 
 
 async def run(
-    task: Task | str,
+    task: ReferenceTask | str,
     model: Model | str | None = None,
     *,
     base_url: str,

@@ -29,11 +29,11 @@ from typing import Any, Protocol
 
 from closedloop._exceptions import ConfigurationError, ToolError
 from closedloop._validation import require_int_at_least
-from closedloop.agent import Coordinator, Decision, SubAgentReport
+from closedloop.agent import Coordinator, CoordinatorDecision, SubAgentReport
 from closedloop.control import PID, schedule_retry_delay_ms
 from closedloop.perception import Observation, ObservationStatus
 
-from ._tasks import Answer, Task, ToolCall
+from ._tasks import Answer, ReferenceTask, TrajectoryCall
 from ._tools import WorldTools
 from ._trajectory import resolve_arguments
 
@@ -90,9 +90,9 @@ class _SubAgent:
         self.pid = PID(0.8, 0.05, 0.3, setpoint=1.0, output_limits=(0.0, 1.0), time_fn=lambda: 0.0)
         self.u = 0.0
 
-    def budget(self, decision: Decision) -> int:
+    def budget(self, decision: CoordinatorDecision) -> int:
         # The shared retry budget; a second agreeing reading may cost one call more.
-        return self.attempts + (1 if decision is Decision.DUAL_VERIFICATION else 0)
+        return self.attempts + (1 if decision is CoordinatorDecision.DUAL_VERIFICATION else 0)
 
     def feel(self, observation: Observation) -> float:
         e = _error(observation)
@@ -102,8 +102,8 @@ class _SubAgent:
     async def read(
         self,
         tools: WorldTools,
-        call: ToolCall,
-        decision: Callable[[], Decision],
+        call: TrajectoryCall,
+        decision: Callable[[], CoordinatorDecision],
         report: Callable[[SubAgentReport], None],
     ) -> tuple[Observation | None, int]:
         """Call until a usable reading (two agreeing under dual verification)."""
@@ -118,7 +118,7 @@ class _SubAgent:
             e = self.feel(observation)
             report(SubAgentReport(self.name, self.u, 1.0 - e))
             usable = observation.status in (ObservationStatus.OK, ObservationStatus.EMPTY)
-            if usable and decision() is not Decision.DUAL_VERIFICATION:
+            if usable and decision() is not CoordinatorDecision.DUAL_VERIFICATION:
                 return observation, made
             if usable and last is not None and _same(last, observation):
                 return observation, made
@@ -128,15 +128,15 @@ class _SubAgent:
         return last, made
 
 
-def _decider(coordinator: Coordinator | None, owner: str) -> Callable[[], Decision]:
-    def decide() -> Decision:
-        return Decision.NORMAL if coordinator is None else coordinator.decision(owner)
+def _decider(coordinator: Coordinator | None, owner: str) -> Callable[[], CoordinatorDecision]:
+    def decide() -> CoordinatorDecision:
+        return CoordinatorDecision.NORMAL if coordinator is None else coordinator.decision(owner)
 
     return decide
 
 
 async def run_report_team(
-    task: Task,
+    task: ReferenceTask,
     tools: WorldTools,
     *,
     expected: Sequence[Expected],
@@ -173,7 +173,7 @@ async def run_report_team(
         for attempt in range(2):  # the role's first owner, then one re-plan
             assert owner is not None
             decide = _decider(coordinator, owner)
-            if role == "gathering" and decide() is Decision.REDUCED_SCOPE:
+            if role == "gathering" and decide() is CoordinatorDecision.REDUCED_SCOPE:
                 break  # the plan names the documents: discovery is not essential
             agent = agents[owner] if attempt == 0 else _SubAgent(owner, attempts, sleep)
             failed = False
@@ -184,7 +184,7 @@ async def run_report_team(
                 failed = failed or observation is None
             if coordinator is None or not failed:
                 break
-            if coordinator.decision(owner) is not Decision.HANDOVER:
+            if coordinator.decision(owner) is not CoordinatorDecision.HANDOVER:
                 break
             moved = coordinator.replan({role: owner})[role]
             if moved is None:
@@ -203,7 +203,7 @@ async def run_report_team(
     if coordinator is not None:
         out.decisions = {n: d.value for n, d in coordinator.decisions().items()}
         levels = [d for _, _, d in coordinator.history]
-        out.peak = max(levels, key=list(Decision).index).value if levels else "normal"
+        out.peak = max(levels, key=list(CoordinatorDecision).index).value if levels else "normal"
         if stranded:
             out.answer = Answer(handed_over=True, text="handed to a person")
             return out
@@ -212,8 +212,8 @@ async def run_report_team(
 
 
 def _write(
-    task: Task,
-    plan: Sequence[ToolCall],
+    task: ReferenceTask,
+    plan: Sequence[TrajectoryCall],
     expected: Sequence[Expected],
     readings: dict[int, Observation | None],
 ) -> Answer:

@@ -30,8 +30,8 @@ cities of a request the rules cannot read. Everything else is rules.
 
     async with serve_world_async("seed000") as world:
         async with build_weather_agent("local:qwen2.5-coder-0.5b", base_url=world.base_url) as a:
-            result = await a.run("查一下北就明天的天气。")   # or a Task from load_tasks()
-            verdict = check(task, result, world)                # for a reference Task
+            result = await a.run("查一下北就明天的天气。")   # or a ReferenceTask from load_tasks()
+            verdict = check(task, result, world)                # for a reference ReferenceTask
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from ._agents_common import (
     valid_date,
     words,
 )
-from ._tasks import Task
+from ._tasks import ReferenceTask
 
 __all__ = ["WeatherRules", "build_weather_agent", "run"]
 
@@ -88,7 +88,7 @@ class _Intent:
     dates: tuple[str, ...]
 
 
-def _kind(task: Task | None, prompt: str) -> str:
+def _kind(task: ReferenceTask | None, prompt: str) -> str:
     props = set(task.required_fields.get("properties", {})) if task else set()
     props -= {"status", "reason"}
     cold = re.search(r"最冷|coldest|coolest", prompt, re.IGNORECASE) is not None
@@ -269,7 +269,7 @@ def build_weather_agent(
 
 
 async def run(
-    task: Task | str,
+    task: ReferenceTask | str,
     model: Model | str | None = None,
     *,
     base_url: str,

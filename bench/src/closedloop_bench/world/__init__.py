@@ -2,7 +2,7 @@
 
 Weather (with the seeds' typos and abbreviations), flights, bookings and payments,
 meeting rooms, a shop, and quarterly reports with OCR noise, all generated from a seed.
-A ``FaultProfile`` adds latency, errors, 429s, empty answers, schema drift, outages and
+A ``WorldFaultProfile`` adds latency, errors, 429s, empty answers, schema drift, outages and
 slow periods per endpoint, deterministically per (seed, endpoint, request index); every
 injected fault is logged under the request's ``x-request-id``, and every effect is
 counted so duplicates show.
@@ -14,7 +14,7 @@ counted so duplicates show.
 
 from __future__ import annotations
 
-from ._app import create_app
+from ._app import create_world_app
 from ._data import (
     DEFAULT_SEED,
     City,
@@ -40,20 +40,20 @@ from ._faults import (
     DEFAULT_DRIFT,
     DriftSpec,
     EndpointFaults,
-    FaultProfile,
     FixedLatency,
     LognormalLatency,
     Outage,
     SlowPeriod,
     UniformLatency,
+    WorldFaultProfile,
     load_profile,
     load_profile_file,
     named_profiles,
 )
 from ._generate import TODAY, generate_world
-from ._injector import FaultEvent, FaultKind, FaultPlan, FaultPlanner
+from ._injector import FaultPlan, FaultPlanner, WorldFaultEvent, WorldFaultKind
 from ._ocr import LOOKALIKES, add_ocr_noise
-from ._schemas import EffectCounters, EffectRecord
+from ._schemas import EffectCounters, WorldEffectRecord
 from ._server import WorldHandle, run_world, serve_world, serve_world_async
 from ._world import World
 
@@ -68,15 +68,11 @@ __all__ = [
     "Document",
     "DriftSpec",
     "EffectCounters",
-    "EffectRecord",
     "EndpointFaults",
     "EndpointKind",
     "EndpointSpec",
-    "FaultEvent",
-    "FaultKind",
     "FaultPlan",
     "FaultPlanner",
-    "FaultProfile",
     "Figures",
     "FixedLatency",
     "Flight",
@@ -94,9 +90,13 @@ __all__ = [
     "WeatherDay",
     "World",
     "WorldData",
+    "WorldEffectRecord",
+    "WorldFaultEvent",
+    "WorldFaultKind",
+    "WorldFaultProfile",
     "WorldHandle",
     "add_ocr_noise",
-    "create_app",
+    "create_world_app",
     "generate_world",
     "load_profile",
     "load_profile_file",

@@ -24,16 +24,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._data import DEFAULT_SEED
 from ._endpoints import ENDPOINTS
-from ._faults import FaultProfile
+from ._faults import WorldFaultProfile
 from ._http import REQUEST_ID, WorldDep, problem_response
-from ._injector import FaultEvent, FaultKind, FaultPlan, apply_drift, empty_body
+from ._injector import FaultPlan, WorldFaultEvent, WorldFaultKind, apply_drift, empty_body
 from ._recorder import IdempotencyState, StoredResponse
 from ._routes_office import register_office
 from ._routes_travel import register_travel
-from ._schemas import EffectCounters, EffectRecord, Health
+from ._schemas import EffectCounters, Health, WorldEffectRecord
 from ._world import World, fail
 
-__all__ = ["create_app"]
+__all__ = ["create_world_app"]
 
 _FAULT_ERRORS = {
     429: ("rate_limited", "too many requests; retry after the delay in Retry-After"),
@@ -79,9 +79,9 @@ class _RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-def _log(world: World, plan: FaultPlan, rid: str, kind: FaultKind, **extra: Any) -> None:
+def _log(world: World, plan: FaultPlan, rid: str, kind: WorldFaultKind, **extra: Any) -> None:
     world.recorder.log_fault(
-        FaultEvent(
+        WorldFaultEvent(
             request_id=rid,
             endpoint=plan.endpoint,
             index=plan.index,
@@ -109,9 +109,9 @@ async def _run(world: World, name: str, request: Request, call: _Handler) -> Res
         index = rec.next_index(name)
         plan = world.planner.plan(name, index, rec.elapsed())
     if plan.latency_s > 0.0:
-        _log(world, plan, rid, FaultKind.LATENCY, latency_s=plan.latency_s)
+        _log(world, plan, rid, WorldFaultKind.LATENCY, latency_s=plan.latency_s)
     if plan.slow:
-        _log(world, plan, rid, FaultKind.SLOW, latency_s=plan.latency_s)
+        _log(world, plan, rid, WorldFaultKind.SLOW, latency_s=plan.latency_s)
     await world.delay(plan.latency_s)
     if plan.short_circuit:
         assert plan.outcome is not None and plan.status is not None
@@ -162,14 +162,14 @@ async def _run(world: World, name: str, request: Request, call: _Handler) -> Res
         rec.idempotency_finish(name, key, stored)
     if spec.mutating and 400 <= status < 500:
         rec.count(name, "rejected")
-    if plan.outcome is FaultKind.COMMIT_THEN_FAIL and status < 300:
+    if plan.outcome is WorldFaultKind.COMMIT_THEN_FAIL and status < 300:
         assert plan.status is not None
         _log(world, plan, rid, plan.outcome, status=plan.status, detail="effect committed")
         rec.count(name, "commit_then_fail")
         return _fault_response(world, plan.status, None)
-    if plan.outcome in (FaultKind.EMPTY, FaultKind.DRIFT) and status == 200:
+    if plan.outcome in (WorldFaultKind.EMPTY, WorldFaultKind.DRIFT) and status == 200:
         body = json.loads(bytes(response.body))
-        if plan.outcome is FaultKind.EMPTY:
+        if plan.outcome is WorldFaultKind.EMPTY:
             _log(world, plan, rid, plan.outcome, status=200)
             return _rebody(response, empty_body(name, body))
         assert plan.drift is not None
@@ -204,13 +204,13 @@ class CountersOut(BaseModel):
 
 class FaultLogOut(BaseModel):
     model_config = ConfigDict(frozen=True)
-    faults: list[FaultEvent]
+    faults: list[WorldFaultEvent]
     count: int
 
 
 class EffectsOut(BaseModel):
     model_config = ConfigDict(frozen=True)
-    effects: list[EffectRecord]
+    effects: list[WorldEffectRecord]
     count: int
 
 
@@ -239,7 +239,7 @@ def _register_admin(app: FastAPI) -> None:
     async def admin_faults(
         world: WorldDep,
         endpoint: Annotated[str | None, Query()] = None,
-        kind: Annotated[FaultKind | None, Query()] = None,
+        kind: Annotated[WorldFaultKind | None, Query()] = None,
     ) -> Any:
         """The fault log (ground truth), optionally filtered by endpoint and kind."""
         rows = list(world.fault_log(endpoint, kind))
@@ -250,7 +250,7 @@ def _register_admin(app: FastAPI) -> None:
         rows = list(world.effects(endpoint))
         return EffectsOut(effects=rows, count=len(rows))
 
-    @app.get("/admin/profile", response_model=FaultProfile)
+    @app.get("/admin/profile", response_model=WorldFaultProfile)
     async def admin_profile(world: WorldDep) -> Any:
         return world.profile
 
@@ -263,11 +263,11 @@ def _register_admin(app: FastAPI) -> None:
         return await health(world)
 
 
-def create_app(
+def create_world_app(
     world: World | None = None,
     *,
     seed: int = DEFAULT_SEED,
-    profile: str | Path | FaultProfile = "none",
+    profile: str | Path | WorldFaultProfile = "none",
     latency_scale: float = 1.0,
 ) -> FastAPI:
     """The world's ASGI app, for ``world`` or a new ``World(seed, profile, latency_scale)``.

@@ -29,13 +29,13 @@ __all__ = [
     "DEFAULT_DRIFT",
     "DriftSpec",
     "EndpointFaults",
-    "FaultProfile",
     "FixedLatency",
     "LatencyModel",
     "LognormalLatency",
     "Outage",
     "SlowPeriod",
     "UniformLatency",
+    "WorldFaultProfile",
     "format_validation_error",
     "load_profile",
     "load_profile_file",
@@ -182,7 +182,7 @@ class EndpointFaults(_Model):
         return self
 
 
-class FaultProfile(_Model):
+class WorldFaultProfile(_Model):
     """A named set of faults: ``default`` for every endpoint, ``endpoints`` overriding it.
 
     Keys of ``endpoints`` are endpoint names (``closedloop.world.ENDPOINTS``).
@@ -219,8 +219,8 @@ class FaultProfile(_Model):
             raise ValueError(f"endpoints.{name}: {format_validation_error(exc)}") from None
 
 
-def _seed000() -> FaultProfile:
-    return FaultProfile(
+def _seed000() -> WorldFaultProfile:
+    return WorldFaultProfile(
         name="seed000",
         description=(
             "Seed 000's test bench: 200-800 ms uniform latency and 10 % failed calls "
@@ -234,8 +234,8 @@ def _seed000() -> FaultProfile:
     )
 
 
-def _harsh() -> FaultProfile:
-    return FaultProfile(
+def _harsh() -> WorldFaultProfile:
+    return WorldFaultProfile(
         name="harsh",
         description=(
             "Everything at once: heavy-tailed latency, 8 % errors, 5 % 429s, 4 % empty "
@@ -257,10 +257,10 @@ def _harsh() -> FaultProfile:
     )
 
 
-def named_profiles() -> dict[str, FaultProfile]:
+def named_profiles() -> dict[str, WorldFaultProfile]:
     """The built-in profiles by name: ``none``, ``seed000``, ``harsh``."""
     return {
-        "none": FaultProfile(name="none", description="No faults: the world as designed."),
+        "none": WorldFaultProfile(name="none", description="No faults: the world as designed."),
         "seed000": _seed000(),
         "harsh": _harsh(),
     }
@@ -278,7 +278,7 @@ def format_validation_error(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts)
 
 
-def load_profile_file(path: str | Path) -> FaultProfile:
+def load_profile_file(path: str | Path) -> WorldFaultProfile:
     """Read a custom profile from a ``.json`` or ``.toml`` file.
 
     A bad file raises ``ConfigurationError`` whose message names the offending field.
@@ -297,14 +297,14 @@ def load_profile_file(path: str | Path) -> FaultProfile:
     if isinstance(data, dict):
         data.setdefault("name", p.stem)
     try:
-        return FaultProfile.model_validate(data)
+        return WorldFaultProfile.model_validate(data)
     except ValidationError as exc:
         raise ConfigurationError("faults_file", str(p), format_validation_error(exc)) from None
 
 
-def load_profile(profile: str | Path | FaultProfile) -> FaultProfile:
+def load_profile(profile: str | Path | WorldFaultProfile) -> WorldFaultProfile:
     """A profile by built-in name, from a file path, or as given."""
-    if isinstance(profile, FaultProfile):
+    if isinstance(profile, WorldFaultProfile):
         return profile
     if isinstance(profile, Path):
         return load_profile_file(profile)
@@ -317,4 +317,4 @@ def load_profile(profile: str | Path | FaultProfile) -> FaultProfile:
         raise ConfigurationError(
             "profile", profile, f"unknown profile; known: {', '.join(named)} (or a file path)"
         )
-    raise ConfigurationError("profile", profile, "must be a name, a path or a FaultProfile")
+    raise ConfigurationError("profile", profile, "must be a name, a path or a WorldFaultProfile")

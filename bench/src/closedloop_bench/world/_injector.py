@@ -23,18 +23,25 @@ from ._faults import (
     DEFAULT_DRIFT,
     DriftSpec,
     EndpointFaults,
-    FaultProfile,
     FixedLatency,
     LatencyModel,
     UniformLatency,
+    WorldFaultProfile,
 )
 
-__all__ = ["FaultEvent", "FaultKind", "FaultPlan", "FaultPlanner", "apply_drift", "empty_body"]
+__all__ = [
+    "FaultPlan",
+    "FaultPlanner",
+    "WorldFaultEvent",
+    "WorldFaultKind",
+    "apply_drift",
+    "empty_body",
+]
 
 _UNIT_NORMAL = NormalDist()
 
 
-class FaultKind(StrEnum):
+class WorldFaultKind(StrEnum):
     """What was injected. ``latency``/``slow`` go with any outcome; the rest exclude each other."""
 
     LATENCY = "latency"
@@ -48,10 +55,10 @@ class FaultKind(StrEnum):
 
 
 # The outcomes that answer without running the endpoint at all.
-SHORT_CIRCUIT = frozenset({FaultKind.OUTAGE, FaultKind.RATE_LIMIT, FaultKind.ERROR})
+SHORT_CIRCUIT = frozenset({WorldFaultKind.OUTAGE, WorldFaultKind.RATE_LIMIT, WorldFaultKind.ERROR})
 
 
-class FaultEvent(BaseModel):
+class WorldFaultEvent(BaseModel):
     """One injected fault, ground truth for benchmarks: which request, what, when.
 
     ``latency_s`` is the nominal injected delay (before ``latency_scale``); ``t_s`` is
@@ -63,7 +70,7 @@ class FaultEvent(BaseModel):
     request_id: str
     endpoint: str
     index: int
-    kind: FaultKind
+    kind: WorldFaultKind
     t_s: float
     status: int | None = None
     latency_s: float | None = None
@@ -79,7 +86,7 @@ class FaultPlan:
     index: int
     latency_s: float
     slow: bool
-    outcome: FaultKind | None
+    outcome: WorldFaultKind | None
     status: int | None = None
     retry_after_s: float | None = None
     drift: DriftSpec | None = field(default=None)
@@ -106,14 +113,14 @@ def _latency_ms(model: LatencyModel | None, u: float) -> float:
     return min(model.cap_ms, model.median_ms * math.exp(model.sigma * z))
 
 
-def _draw_outcome(f: EndpointFaults, u: float) -> FaultKind | None:
+def _draw_outcome(f: EndpointFaults, u: float) -> WorldFaultKind | None:
     edge = 0.0
     for outcome, rate in (
-        (FaultKind.RATE_LIMIT, f.rate_limit_rate),
-        (FaultKind.ERROR, f.error_rate),
-        (FaultKind.EMPTY, f.empty_rate),
-        (FaultKind.DRIFT, f.drift_rate),
-        (FaultKind.COMMIT_THEN_FAIL, f.commit_then_fail_rate),
+        (WorldFaultKind.RATE_LIMIT, f.rate_limit_rate),
+        (WorldFaultKind.ERROR, f.error_rate),
+        (WorldFaultKind.EMPTY, f.empty_rate),
+        (WorldFaultKind.DRIFT, f.drift_rate),
+        (WorldFaultKind.COMMIT_THEN_FAIL, f.commit_then_fail_rate),
     ):
         edge += rate
         if u < edge:
@@ -124,7 +131,7 @@ def _draw_outcome(f: EndpointFaults, u: float) -> FaultKind | None:
 class FaultPlanner:
     """Plans the faults of every request for one profile and seed."""
 
-    def __init__(self, profile: FaultProfile, seed: int) -> None:
+    def __init__(self, profile: WorldFaultProfile, seed: int) -> None:
         self.profile = profile
         self.seed = seed
         self._faults = {name: profile.for_endpoint(name) for name in ENDPOINTS}
@@ -156,29 +163,29 @@ class FaultPlanner:
                     index,
                     latency_s,
                     slow,
-                    FaultKind.OUTAGE,
+                    WorldFaultKind.OUTAGE,
                     status=outage.status,
                     retry_after_s=outage.retry_after_s,
                 )
         outcome = _draw_outcome(f, u_outcome)
         if outcome is None:
             return FaultPlan(endpoint, index, latency_s, slow, None)
-        if outcome is FaultKind.RATE_LIMIT:
+        if outcome is WorldFaultKind.RATE_LIMIT:
             return FaultPlan(
                 endpoint, index, latency_s, slow, outcome, 429, retry_after_s=f.retry_after_s
             )
-        if outcome is FaultKind.ERROR:
+        if outcome is WorldFaultKind.ERROR:
             status = f.error_statuses[int(u_status * len(f.error_statuses))]
             return FaultPlan(endpoint, index, latency_s, slow, outcome, status)
         read = kind is EndpointKind.READ
-        if outcome is FaultKind.COMMIT_THEN_FAIL:
+        if outcome is WorldFaultKind.COMMIT_THEN_FAIL:
             if read:
                 return FaultPlan(endpoint, index, latency_s, slow, None)
             return FaultPlan(endpoint, index, latency_s, slow, outcome, f.commit_then_fail_status)
         if not read:  # empty and drift change answers to reads only
             return FaultPlan(endpoint, index, latency_s, slow, None)
         drift = None
-        if outcome is FaultKind.DRIFT:
+        if outcome is WorldFaultKind.DRIFT:
             drift = f.drift if f.drift is not None else DEFAULT_DRIFT.get(endpoint, DriftSpec())
         return FaultPlan(endpoint, index, latency_s, slow, outcome, drift=drift)
 

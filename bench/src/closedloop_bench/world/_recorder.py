@@ -11,8 +11,8 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 
 from ._endpoints import ENDPOINTS
-from ._injector import FaultEvent, FaultKind
-from ._schemas import EffectCounters, EffectRecord
+from ._injector import WorldFaultEvent, WorldFaultKind
+from ._schemas import EffectCounters, WorldEffectRecord
 
 __all__ = ["IdempotencyState", "Recorder", "StoredResponse"]
 
@@ -68,8 +68,8 @@ class Recorder:
             self._t0 = self._clock()
             self._next_id = 0
             self._indices: dict[str, int] = {}
-            self._faults: list[FaultEvent] = []
-            self._effects: list[EffectRecord] = []
+            self._faults: list[WorldFaultEvent] = []
+            self._effects: list[WorldEffectRecord] = []
             self._counts = {n: _Counts() for n, s in ENDPOINTS.items() if s.mutating}
             self._idem: dict[tuple[str, str], _Entry] = {}
 
@@ -91,7 +91,7 @@ class Recorder:
                 self._counts[endpoint].calls += 1
             return index
 
-    def log_fault(self, event: FaultEvent) -> None:
+    def log_fault(self, event: WorldFaultEvent) -> None:
         with self._lock:
             self._faults.append(event)
 
@@ -116,7 +116,7 @@ class Recorder:
             counts.effects += 1
             counts.duplicates += int(duplicate)
             self._effects.append(
-                EffectRecord(
+                WorldEffectRecord(
                     request_id=request_id,
                     endpoint=endpoint,
                     target=target,
@@ -154,8 +154,8 @@ class Recorder:
     # --- reading -----------------------------------------------------------------------
 
     def faults(
-        self, endpoint: str | None = None, kind: FaultKind | str | None = None
-    ) -> tuple[FaultEvent, ...]:
+        self, endpoint: str | None = None, kind: WorldFaultKind | str | None = None
+    ) -> tuple[WorldFaultEvent, ...]:
         with self._lock:
             return tuple(
                 e
@@ -163,7 +163,7 @@ class Recorder:
                 if (endpoint is None or e.endpoint == endpoint) and (kind is None or e.kind == kind)
             )
 
-    def effects(self, endpoint: str | None = None) -> tuple[EffectRecord, ...]:
+    def effects(self, endpoint: str | None = None) -> tuple[WorldEffectRecord, ...]:
         with self._lock:
             return tuple(e for e in self._effects if endpoint is None or e.endpoint == endpoint)
 

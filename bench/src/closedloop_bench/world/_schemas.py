@@ -19,7 +19,6 @@ __all__ = [
     "DocumentOut",
     "DocumentSummary",
     "EffectCounters",
-    "EffectRecord",
     "FlightList",
     "FlightOut",
     "Health",
@@ -40,6 +39,7 @@ __all__ = [
     "RoomSlots",
     "Slot",
     "WeatherReport",
+    "WorldEffectRecord",
 ]
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -294,7 +294,7 @@ class EffectCounters(_Out):
     commit_then_fail: int = 0
 
 
-class EffectRecord(_Out):
+class WorldEffectRecord(_Out):
     """One change made to the world: which request, which endpoint, which target."""
 
     request_id: str

@@ -19,11 +19,11 @@ import uvicorn
 from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least, require_positive
 
-from ._app import create_app
+from ._app import create_world_app
 from ._data import DEFAULT_SEED, WorldData
-from ._faults import FaultProfile
-from ._injector import FaultEvent, FaultKind
-from ._schemas import EffectCounters, EffectRecord
+from ._faults import WorldFaultProfile
+from ._injector import WorldFaultEvent, WorldFaultKind
+from ._schemas import EffectCounters, WorldEffectRecord
 from ._world import World
 
 __all__ = ["WorldHandle", "bind_loopback", "run_world", "serve_world", "serve_world_async"]
@@ -84,7 +84,7 @@ class _Server(uvicorn.Server):
 
 def _config(world: World) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(world),
+        create_world_app(world),
         lifespan="off",
         log_level="warning",
         access_log=False,
@@ -109,13 +109,13 @@ class WorldHandle:
         return self.world.data
 
     @property
-    def fault_log(self) -> tuple[FaultEvent, ...]:
+    def fault_log(self) -> tuple[WorldFaultEvent, ...]:
         """Every injected fault since start or the last reset."""
         return self.world.fault_log()
 
     def faults(
-        self, endpoint: str | None = None, kind: FaultKind | str | None = None
-    ) -> tuple[FaultEvent, ...]:
+        self, endpoint: str | None = None, kind: WorldFaultKind | str | None = None
+    ) -> tuple[WorldFaultEvent, ...]:
         """The fault log filtered by endpoint and/or kind."""
         return self.world.fault_log(endpoint, kind)
 
@@ -125,7 +125,7 @@ class WorldHandle:
         return self.world.counters()
 
     @property
-    def effects(self) -> tuple[EffectRecord, ...]:
+    def effects(self) -> tuple[WorldEffectRecord, ...]:
         return self.world.effects()
 
     def reset(self, *, fault_seed: int | None = None) -> None:
@@ -143,7 +143,7 @@ class WorldHandle:
 def _world(
     world: World | None,
     seed: int,
-    profile: str | Path | FaultProfile,
+    profile: str | Path | WorldFaultProfile,
     latency_scale: float,
     fault_seed: int | None,
 ) -> World:
@@ -154,7 +154,7 @@ def _world(
 
 @contextlib.contextmanager
 def serve_world(
-    profile: str | Path | FaultProfile = "none",
+    profile: str | Path | WorldFaultProfile = "none",
     seed: int = DEFAULT_SEED,
     *,
     latency_scale: float = 1.0,
@@ -204,7 +204,7 @@ def serve_world(
 
 @contextlib.asynccontextmanager
 async def serve_world_async(
-    profile: str | Path | FaultProfile = "none",
+    profile: str | Path | WorldFaultProfile = "none",
     seed: int = DEFAULT_SEED,
     *,
     latency_scale: float = 1.0,

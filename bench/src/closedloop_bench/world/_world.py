@@ -22,17 +22,17 @@ from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_finite
 
 from ._data import DEFAULT_SEED, City, HistoricalOrder, OrderLine, Tracking, WorldData, load_world
-from ._faults import FaultProfile, load_profile
+from ._faults import WorldFaultProfile, load_profile
 from ._generate import OPEN_HOURS
-from ._injector import FaultEvent, FaultKind, FaultPlanner
+from ._injector import FaultPlanner, WorldFaultEvent, WorldFaultKind
 from ._recorder import Recorder
 from ._schemas import (
     BookingOut,
     EffectCounters,
-    EffectRecord,
     OrderOut,
     PaymentOut,
     Problem,
+    WorldEffectRecord,
 )
 
 __all__ = ["Booking", "Failure", "Order", "Payment", "RoomBooking", "World", "fail"]
@@ -143,7 +143,7 @@ def _history(order: HistoricalOrder) -> Order:
 
 
 class World:
-    """One running world: serve it with ``create_app(world)`` or ``serve_world``.
+    """One running world: serve it with ``create_world_app(world)`` or ``serve_world``.
 
     ``seed`` picks the data (and, unless ``fault_seed`` is given, the fault stream).
     ``latency_scale`` multiplies every injected delay and ``Retry-After`` (0 for unit
@@ -156,7 +156,7 @@ class World:
         self,
         *,
         seed: int = DEFAULT_SEED,
-        profile: str | Path | FaultProfile = "none",
+        profile: str | Path | WorldFaultProfile = "none",
         latency_scale: float = 1.0,
         fault_seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -214,8 +214,8 @@ class World:
             self._serials: dict[str, int] = {}
 
     def fault_log(
-        self, endpoint: str | None = None, kind: FaultKind | str | None = None
-    ) -> tuple[FaultEvent, ...]:
+        self, endpoint: str | None = None, kind: WorldFaultKind | str | None = None
+    ) -> tuple[WorldFaultEvent, ...]:
         """Every injected fault since the last reset, in order; optionally filtered."""
         return self.recorder.faults(endpoint, kind)
 
@@ -223,7 +223,7 @@ class World:
         """Per effect/compensation endpoint: calls, effects, duplicates, replays, ..."""
         return self.recorder.counters()
 
-    def effects(self, endpoint: str | None = None) -> tuple[EffectRecord, ...]:
+    def effects(self, endpoint: str | None = None) -> tuple[WorldEffectRecord, ...]:
         """Every change made to the world since the last reset, in order."""
         return self.recorder.effects(endpoint)
 

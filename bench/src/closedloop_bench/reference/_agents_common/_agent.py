@@ -30,7 +30,7 @@ from closedloop.feedback import HandoverQueue, MemoryStore, StateStore
 from closedloop.models import Completion, Model, Usage, load_model
 
 from .._cities import CityNormaliser
-from .._tasks import Task
+from .._tasks import ReferenceTask
 from .._tools import WorldTools
 from ._reads import ControlledReads, reference_control
 from ._state import (
@@ -54,7 +54,7 @@ __all__ = ["Policy", "ReferenceAgent", "Rules", "RunContext"]
 class RunContext:
     """What a domain's rules may use during one run."""
 
-    task: Task | None
+    task: ReferenceTask | None
     prompt: str
     lang: Lang
     today: dt.date
@@ -259,7 +259,7 @@ RulesFactory = Callable[[RunContext], Rules]
 class ReferenceAgent:
     """A reference agent for one domain of ``closedloop.world``; reuse it across tasks.
 
-    ``run(task)`` builds the loop for one task (a reference ``Task`` from ``load_tasks``, or
+    ``run(task)`` builds the loop for one task (a reference ``ReferenceTask`` from ``load_tasks``, or
     a prompt) and returns its ``RunResult``, which ``reference.check`` judges. ``resume``
     continues a task a person has decided on. The directory (cities, rooms, documents) and
     the PID history (in ``store``) carry over from task to task. ``today`` is the service's
@@ -329,7 +329,7 @@ class ReferenceAgent:
         assert self.today is not None
         return self.today
 
-    def _task(self, task: Task | str, task_id: str, rules: Rules) -> AgentTask:
+    def _task(self, task: ReferenceTask | str, task_id: str, rules: Rules) -> AgentTask:
         if isinstance(task, str):
             spec = RequiredField(name="answer", check=rules.answer_check)
             return AgentTask(prompt=task, task_id=task_id, required_fields=(spec,))
@@ -340,7 +340,7 @@ class ReferenceAgent:
         )  # fmt: skip
         return AgentTask(prompt=task.prompt, task_id=task_id, required_fields=(spec,))
 
-    async def _agent(self, task: Task | str, session_id: str) -> tuple[Agent, Rules]:
+    async def _agent(self, task: ReferenceTask | str, session_id: str) -> tuple[Agent, Rules]:
         prompt = task if isinstance(task, str) else task.prompt
         world = WorldTools(
             self.base_url, client=self.client, store=self.store, clock=self.wall_clock
@@ -383,14 +383,14 @@ class ReferenceAgent:
         )
         return agent, rules
 
-    async def run(self, task: Task | str, *, session_id: str | None = None) -> RunResult:
+    async def run(self, task: ReferenceTask | str, *, session_id: str | None = None) -> RunResult:
         """Run one task to its halt; the result carries the answer, the steps and the halt."""
-        base = task.id if isinstance(task, Task) else self.domain
+        base = task.id if isinstance(task, ReferenceTask) else self.domain
         task_id = session_id or f"{base}.{uuid.uuid4().hex[:10]}"
         agent, rules = await self._agent(task, task_id)
         return await agent.run(self._task(task, task_id, rules), session_id=task_id)
 
-    async def resume(self, handover_id: str, task: Task | str) -> RunResult:
+    async def resume(self, handover_id: str, task: ReferenceTask | str) -> RunResult:
         """Continue ``task`` after a person decided on its handover ``handover_id``."""
         item = await HandoverQueue(self.store).get(handover_id)
         session = item.session_id or item.task_id

@@ -185,8 +185,8 @@ class ReferenceTask(_Frozen):
     def agent_task(self, *, task_id: str | None = None) -> AgentTask:
         """This task for ``closedloop.agent``: one required field, ``answer``, validated by
         ``required_fields`` (so "answered" needs every value and "impossible" a reason)."""
-        from closedloop.agent import Task as AgentTask
         from closedloop.agent import RequiredField
+        from closedloop.agent import Task as AgentTask
 
         return AgentTask(
             prompt=self.prompt,

@@ -1,8 +1,8 @@
-"""closedloop.bench: what closing the loop buys, measured side by side with today's practice.
+"""closedloop_bench.benchmarks: what closing the loop buys, measured side by side with today's practice.
 
 ``run_faults_bench(FaultsConfig(...))`` runs open loop, fixed retries, LangGraph and
 closedloop (PID, PID+ADRC) on the same tasks, tools, model and fault seeds against
-``closedloop.world``, and reports success per step count with 95 % intervals, model
+``closedloop_bench.world``, and reports success per step count with 95 % intervals, model
 calls, tokens, latency, handovers and the oracle bound. ``run_overhead_bench()`` measures
 what the loop itself costs per step. ``run_agent_demo()`` is ``closedloop demo``.
 ``FaultsConfig(executor="ray")`` (or a :class:`RayExecutor`) runs the episodes as Ray tasks.
@@ -121,7 +121,7 @@ __all__ = [
     "write_json",
 ]
 
-# Public names show as closedloop.bench.X in reprs and docs (httpx does the same).
+# Public names show as closedloop_bench.benchmarks.X in reprs and docs (httpx does the same).
 for _name in __all__:
     _obj = globals()[_name]
     if isinstance(_obj, type) or isfunction(_obj):

@@ -306,7 +306,7 @@ class TieredVariant(PrewarmVariant):
 
 
 class TeamVariant:
-    """The report task as a team of sub-agents (``closedloop.reference.report_team``)."""
+    """The report task as a team of sub-agents (``closedloop_bench.reference.report_team``)."""
 
     def __init__(self, name: str, extras: Extras, mode: str, reference: IdealReference) -> None:
         self.name = name

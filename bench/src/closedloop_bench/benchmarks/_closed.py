@@ -2,7 +2,7 @@
 
 Two planners. ``react``: the model proposes every step (as in the baselines), so with
 the same model the difference is the control alone. ``reference``: the domain's reference
-agent (``closedloop.reference.weather`` and the others: rules propose, the model is
+agent (``closedloop_bench.reference.weather`` and the others: rules propose, the model is
 asked only past their gate; seed 001), as closedloop is meant to be used; the test model
 cannot answer the rules' questions, so with it the rules run alone. ``auto`` takes
 ``reference`` for real models and ``react`` for the test model.
@@ -194,7 +194,7 @@ PLANNERS = ("auto", "react", "reference")
 
 
 def reference_builder(domain: str) -> Callable[..., Any] | None:
-    """``closedloop.reference.<domain>.build_<domain>_agent``, if that agent exists."""
+    """``closedloop_bench.reference.<domain>.build_<domain>_agent``, if that agent exists."""
     try:
         module = importlib.import_module(f"closedloop_bench.reference.{domain}")
     except ImportError:

@@ -7,7 +7,7 @@ meet the same faults at the same request indices. Episodes run concurrently on o
 loop (the worlds' latencies overlap); jobs are ordered episode by episode, so the
 strategies' identical first model calls meet in the completion cache. An
 :class:`EpisodeExecutor` decides how jobs run: :class:`AsyncioExecutor` here, or
-``RayExecutor`` (``closedloop.bench._ray``), whose Ray tasks serve worlds of their own.
+``RayExecutor`` (``closedloop_bench.benchmarks._ray``), whose Ray tasks serve worlds of their own.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ async def refine_on(config: BenchConfig, executor: str, ray_address: str | None)
         return await run_refine_bench(config, progress=say, executor=on_ray)
 
 
-# --- faults and overhead (closedloop.bench) -------------------------------------------------
+# --- faults and overhead (closedloop_bench.benchmarks) -------------------------------------------------
 
 
 def _csv(text: str) -> tuple[str, ...]:

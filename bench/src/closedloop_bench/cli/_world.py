@@ -1,6 +1,6 @@
 """``closedloop world``: serve the world's HTTP services standalone.
 
-``closedloop.world`` needs FastAPI and uvicorn (the ``server`` extra); it is imported
+``closedloop_bench.world`` needs FastAPI and uvicorn (the ``server`` extra); it is imported
 only when a world command runs, so the rest of the CLI works without them.
 """
 

@@ -1,4 +1,4 @@
-"""Reference parts for agents on ``closedloop.world``: tools, city rules and task sets.
+"""Reference parts for agents on ``closedloop_bench.world``: tools, city rules and task sets.
 
 ``WorldTools(base_url)`` exposes the world's services as agent tools (reads return scored
 ``Observation``s; bookings and payments are ``AtomicAction``s with idempotency keys from
@@ -67,7 +67,7 @@ __all__ = [
     "task_counts",
 ]
 
-# Public names show as closedloop.reference.X in reprs and docs (httpx does the same).
+# Public names show as closedloop_bench.reference.X in reprs and docs (httpx does the same).
 for _name in __all__:
     _obj = globals()[_name]
     if isinstance(_obj, type) or isfunction(_obj):

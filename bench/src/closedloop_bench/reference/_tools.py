@@ -52,7 +52,7 @@ DOMAIN_TOOLS: Mapping[str, tuple[str, ...]] = {
 
 
 class WorldTools(EffectTools):
-    """Every service of a ``closedloop.world`` as agent tools.
+    """Every service of a ``closedloop_bench.world`` as agent tools.
 
     ``base_url`` is the world's (``WorldHandle.base_url``). All tools share one
     ``httpx.AsyncClient`` (inject ``client`` or ``transport``, else one is created and

@@ -185,7 +185,7 @@ class EndpointFaults(_Model):
 class WorldFaultProfile(_Model):
     """A named set of faults: ``default`` for every endpoint, ``endpoints`` overriding it.
 
-    Keys of ``endpoints`` are endpoint names (``closedloop.world.ENDPOINTS``).
+    Keys of ``endpoints`` are endpoint names (``closedloop_bench.world.ENDPOINTS``).
     """
 
     name: Annotated[str, Field(min_length=1, max_length=64)] = "custom"

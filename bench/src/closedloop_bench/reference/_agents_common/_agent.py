@@ -257,7 +257,7 @@ RulesFactory = Callable[[RunContext], Rules]
 
 
 class ReferenceAgent:
-    """A reference agent for one domain of ``closedloop.world``; reuse it across tasks.
+    """A reference agent for one domain of ``closedloop_bench.world``; reuse it across tasks.
 
     ``run(task)`` builds the loop for one task (a reference ``ReferenceTask`` from ``load_tasks``, or
     a prompt) and returns its ``RunResult``, which ``reference.check`` judges. ``resume``

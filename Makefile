@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,models,local,server,langgraph,bench,otel,redis,ray
+EXTRAS ?= dev,models,local,server,langgraph,refine,plots,otel,redis,ray
+BENCH_EXTRAS ?= langgraph,ray,adversarial
 
 .PHONY: all setup system-deps test lint typecheck pytest demo bench models clean
 
@@ -15,9 +16,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip wheel
 
-# Reinstall when the project's dependency list changes.
-$(STAMP): pyproject.toml | $(BIN)/python
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+# Reinstall when either distribution's dependency list changes: closedloop (the library)
+# and closedloop-bench (the world, the reference agents and the benchmarks, in bench/).
+$(STAMP): pyproject.toml bench/pyproject.toml | $(BIN)/python
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install \
+		-e ".[$(EXTRAS)]" -e "./bench[$(BENCH_EXTRAS)]"
 	touch $(STAMP)
 
 setup: system-deps $(STAMP) models

@@ -4,7 +4,7 @@ and the plain-language view, each beside plain closedloop in the same run.
     .venv/bin/python bench/advanced.py            # writes bench/results/advanced.json
     .venv/bin/python bench/advanced.py --quick    # a few episodes, to see it work
 
-The logic lives in ``closedloop.bench._advanced``; the model is ``test:oracle``.
+The logic lives in ``closedloop_bench.benchmarks._advanced``; the model is ``test:oracle``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from closedloop.bench._advanced import AdvancedConfig, render_advanced, run_advanced_bench
+from closedloop_bench.benchmarks._advanced import (
+    AdvancedConfig,
+    render_advanced,
+    run_advanced_bench,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

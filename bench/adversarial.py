@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from closedloop.bench._adversarial import reliability_table, run_adversarial
+from closedloop_bench.benchmarks._adversarial import reliability_table, run_adversarial
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@
     .venv/bin/python bench/faults.py --executor ray --ray-address auto # a running cluster
 
 The same as ``closedloop bench faults`` (every option is the command's); the logic lives in
-``closedloop.bench``. Writes ``report.json`` and ``curves.png`` under ``--out``.
+``closedloop_bench.benchmarks``. Writes ``report.json`` and ``curves.png`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from rich.console import Console
 
 from closedloop import ClosedLoopError
-from closedloop.cli._bench import app
+from closedloop_bench.cli._bench import app
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --steps 10 --rounds 50
 
-The same as ``closedloop bench overhead``; the logic lives in ``closedloop.bench``.
+The same as ``closedloop bench overhead``; the logic lives in ``closedloop_bench.benchmarks``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from rich.console import Console
 
 from closedloop import ClosedLoopError
-from closedloop.cli._bench import app
+from closedloop_bench.cli._bench import app
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 
 from closedloop import ClosedLoopError
-from closedloop.cli._bench import refine_on
 from closedloop.harness import BenchConfig, BenchReport, render_report
+from closedloop_bench.cli._bench import refine_on
 
 
 def parse_args(argv: list[str] | None) -> BenchConfig:

@@ -12,14 +12,14 @@ import argparse
 import sys
 from importlib import resources
 
-from closedloop.world import DEFAULT_SEED, generate_world, world_to_files
+from closedloop_bench.world import DEFAULT_SEED, generate_world, world_to_files
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 if stale")
     args = parser.parse_args(argv)
-    folder = resources.files("closedloop.world").joinpath("data")
+    folder = resources.files("closedloop_bench.world").joinpath("data")
     files = world_to_files(generate_world(DEFAULT_SEED))
     stale = [
         name

@@ -149,7 +149,7 @@ EXPECTED: dict[str, set[str]] = {
         "ContextSettings",
         "ControlConfig",
         "Coordinator",
-        "Decision",
+        "CoordinatorDecision",
         "ErrorMetric",
         "Fingerprint",
         "FingerprintCache",

@@ -8,15 +8,22 @@ import httpx
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import Coordinator, Decision, SubAgentReport
-from closedloop.bench import IdealReference
-from closedloop.reference import Task, WorldTools, load_tasks
-from closedloop.reference.report_team import run_report_team
-from closedloop.world import EndpointFaults, FaultProfile, Outage, World, create_app, load_world
+from closedloop.agent import Coordinator, CoordinatorDecision, SubAgentReport
+from closedloop_bench.benchmarks import IdealReference
+from closedloop_bench.reference import ReferenceTask, WorldTools, load_tasks
+from closedloop_bench.reference.report_team import run_report_team
+from closedloop_bench.world import (
+    EndpointFaults,
+    Outage,
+    World,
+    WorldFaultProfile,
+    create_world_app,
+    load_world,
+)
 
 
-def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.5) -> Decision:
-    decision = Decision.NORMAL
+def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.5) -> CoordinatorDecision:
+    decision = CoordinatorDecision.NORMAL
     for q in qualities:
         decision = c.observe(SubAgentReport(name, u, q))
     return decision
@@ -24,20 +31,20 @@ def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.5) -> D
 
 def test_a_failing_sub_agent_escalates_alone() -> None:
     c = Coordinator(["gatherer", "extractor"], hysteresis=0.0)
-    assert feed(c, "extractor", [1.0, 1.0, 1.0]) is Decision.NORMAL
-    assert feed(c, "gatherer", [0.1, 0.0, 0.0]) is Decision.HANDOVER
-    assert c.decision("extractor") is Decision.NORMAL
+    assert feed(c, "extractor", [1.0, 1.0, 1.0]) is CoordinatorDecision.NORMAL
+    assert feed(c, "gatherer", [0.1, 0.0, 0.0]) is CoordinatorDecision.HANDOVER
+    assert c.decision("extractor") is CoordinatorDecision.NORMAL
     assert c.f_est("gatherer") > 0.8 and c.f_est("extractor") == pytest.approx(0.0)
-    assert c.history[-1] == ("gatherer", c.f_est("gatherer"), Decision.HANDOVER)
+    assert c.history[-1] == ("gatherer", c.f_est("gatherer"), CoordinatorDecision.HANDOVER)
 
 
 def test_the_levels_follow_the_estimate() -> None:
     # quality q with u fixed: the fit's shortfall is 1 − q, so q picks the level
     for q, want in [
-        (0.7, Decision.NORMAL),
-        (0.5, Decision.DUAL_VERIFICATION),
-        (0.3, Decision.REDUCED_SCOPE),
-        (0.1, Decision.HANDOVER),
+        (0.7, CoordinatorDecision.NORMAL),
+        (0.5, CoordinatorDecision.DUAL_VERIFICATION),
+        (0.3, CoordinatorDecision.REDUCED_SCOPE),
+        (0.1, CoordinatorDecision.HANDOVER),
     ]:
         c = Coordinator(["a"], hysteresis=0.0)
         assert feed(c, "a", [q, q, q]) is want, q
@@ -55,7 +62,9 @@ def test_replan_moves_work_to_the_healthiest_normal_sub_agent() -> None:
         "writing": "writer",
     }
     c.reset("gatherer")
-    assert c.decision("gatherer") is Decision.NORMAL and c.f_est("gatherer") == pytest.approx(0.0)
+    assert c.decision("gatherer") is CoordinatorDecision.NORMAL and c.f_est(
+        "gatherer"
+    ) == pytest.approx(0.0)
 
 
 def test_nobody_healthy_means_a_person() -> None:
@@ -75,7 +84,7 @@ def test_bad_names_are_refused() -> None:
 # --- the report team on a real (in-process) world ------------------------------------------
 
 
-def report_task(template: str) -> Task:
+def report_task(template: str) -> ReferenceTask:
     return next(t for t in load_tasks("eval", 0) if t.template == template)
 
 
@@ -84,9 +93,9 @@ async def reference() -> IdealReference:
     return IdealReference()
 
 
-async def tools_on(profile: FaultProfile | str) -> AsyncIterator[WorldTools]:
+async def tools_on(profile: WorldFaultProfile | str) -> AsyncIterator[WorldTools]:
     world = World(data=load_world(0), profile=profile, latency_scale=0.0, fault_seed=1)
-    transport = httpx.ASGITransport(app=create_app(world))
+    transport = httpx.ASGITransport(app=create_world_app(world))
     async with WorldTools("http://world.invalid", transport=transport, timeout_s=60.0) as tools:
         yield tools
 
@@ -110,7 +119,7 @@ async def test_the_coordinator_reduces_scope_when_discovery_is_down(
 ) -> None:
     task = report_task("report_compare")
     expected = await reference.expected(task)
-    down = FaultProfile(
+    down = WorldFaultProfile(
         name="search-down",
         endpoints={
             "documents": EndpointFaults(outages=(Outage(unit="requests", start=0, end=99),))

@@ -21,7 +21,7 @@ import pytest
 from closedloop.agent import read_trace
 from closedloop.execution import EffectLedger, EffectStatus
 from closedloop.server import open_store
-from closedloop.world import WorldHandle, serve_world
+from closedloop_bench.world import WorldHandle, serve_world
 
 VICTIM = Path(__file__).with_name("crash_victim.py")
 TASK = "task_order"

@@ -9,11 +9,11 @@ import pytest
 from closedloop.harness import (
     Check,
     CheckResult,
+    CodeTask,
     Evaluation,
     EvaluationStatus,
     Sandbox,
     SandboxLimits,
-    Task,
 )
 from closedloop.models import CallInfo, Message
 
@@ -24,7 +24,7 @@ def sandbox() -> Sandbox:
     return Sandbox(SandboxLimits(check_timeout_s=0.5, load_timeout_s=1.0, memory_mb=256))
 
 
-ADD_TASK = Task(
+ADD_TASK = CodeTask(
     name="add",
     prompt="Write add(a, b).",
     entry_point="add",
@@ -42,9 +42,9 @@ def fenced(code: str, prose: str = "Here is the code:") -> str:
     return f"{prose}\n```python\n{code}```\nDone."
 
 
-def score_task(n: int = 10) -> Task:
+def score_task(n: int = 10) -> CodeTask:
     """A task with ``n`` trivial checks, for scripted evaluations."""
-    return Task(
+    return CodeTask(
         name=f"score{n}",
         prompt="Write f().",
         entry_point="f",
@@ -52,7 +52,7 @@ def score_task(n: int = 10) -> Task:
     )
 
 
-def scripted_evaluation(task: Task, passed: int) -> Evaluation:
+def scripted_evaluation(task: CodeTask, passed: int) -> Evaluation:
     """An evaluation in which the first ``passed`` checks pass and the rest got 0."""
     checks = tuple(
         CheckResult(
@@ -74,7 +74,7 @@ class ScriptedEvaluator:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    async def __call__(self, task: Task, code: str) -> Evaluation:
+    async def __call__(self, task: CodeTask, code: str) -> Evaluation:
         self.calls.append(code)
         marker = [line for line in code.splitlines() if line.startswith("# passes ")]
         passed = int(marker[0].split()[-1]) if marker else 0

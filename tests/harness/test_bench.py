@@ -99,7 +99,7 @@ async def test_bench_writes_json_and_a_png(tmp_path: Path) -> None:
 def _require_loopgain() -> ModuleType:
     module = _bench._loopgain()
     if module is None:
-        pytest.fail("loopgain is not installed: `pip install loopgain==0.6.5` (the bench extra)")
+        pytest.fail("loopgain is not installed: `pip install loopgain==0.6.5` (the refine extra)")
     assert isinstance(module, ModuleType)
     return module
 
@@ -207,7 +207,7 @@ def test_bench_script_parses_the_cli_options() -> None:
 
 
 def test_cli_sub_app_has_the_refine_command() -> None:
-    from closedloop.cli._bench import app
+    from closedloop_bench.cli._bench import app
 
     result = CliRunner().invoke(app, ["refine", "--help"])
     assert result.exit_code == 0
@@ -220,7 +220,7 @@ def test_cli_sub_app_has_the_refine_command() -> None:
 def test_cli_refine_passes_cache_and_threads_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from closedloop.cli import _bench as cli_bench
+    from closedloop_bench.cli import _bench as cli_bench
 
     seen: list[BenchConfig] = []
 

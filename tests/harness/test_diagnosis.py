@@ -10,10 +10,10 @@ from closedloop import ConfigurationError
 from closedloop.harness import (
     LRU_CACHE,
     CheckResult,
+    CodeTask,
     Evaluation,
     EvaluationStatus,
     ModelDiagnoser,
-    Task,
     choose_strategy,
     diagnose,
     not_run,
@@ -109,7 +109,7 @@ def test_chooser_never_picks_pid_for_easy_or_single_bug_tasks(
 
 
 def test_single_pattern_without_related_paths_goes_to_self_refine() -> None:
-    task = Task(name="t", prompt="p", entry_point="add", checks=ADD_TASK.checks)
+    task = CodeTask(name="t", prompt="p", entry_point="add", checks=ADD_TASK.checks)
     checks = tuple(
         CheckResult(name=c.name, passed=c.name != "T1", call=c.call, got="0", expected="3")
         for c in task.checks

@@ -48,7 +48,7 @@ EXPECTED = {
     "StrategyChoice",
     "StrategyContext",
     "StrategySession",
-    "Task",
+    "CodeTask",
     "auto",
     "blind_retry",
     "choose_strategy",

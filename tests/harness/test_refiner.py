@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from closedloop import ConfigurationError, ModelError, ModelTimeoutError
 from closedloop.harness import (
     CheckResult,
+    CodeTask,
     EvaluationStatus,
     ModelGenerator,
     RefinementResult,
     Refiner,
     StopReason,
-    Task,
     pid_feedback,
     self_refine,
     stop_after_rounds,
@@ -123,7 +123,7 @@ async def test_a_shared_first_round_is_not_generated_again() -> None:
 async def test_the_diagnoser_reading_goes_into_pid_feedback() -> None:
     seen: list[tuple[str, int]] = []
 
-    async def diagnoser(task: Task, code: str, failures: Sequence[CheckResult]) -> str:
+    async def diagnoser(task: CodeTask, code: str, failures: Sequence[CheckResult]) -> str:
         seen.append((task.name, len(failures)))
         return "f() ignores its input."
 
@@ -134,7 +134,7 @@ async def test_the_diagnoser_reading_goes_into_pid_feedback() -> None:
 
 
 async def test_a_failing_diagnoser_does_not_stop_the_run() -> None:
-    async def diagnoser(task: Task, code: str, failures: Sequence[CheckResult]) -> str:
+    async def diagnoser(task: CodeTask, code: str, failures: Sequence[CheckResult]) -> str:
         raise ModelError("down")
 
     r, model = refiner([7, 10], strategy=pid_feedback(), diagnoser=diagnoser)

@@ -10,13 +10,13 @@ from closedloop.harness import (
     SYSTEM_PROMPT,
     Check,
     CheckResult,
+    CodeTask,
     Evaluation,
     EvaluationStatus,
     ModelGenerator,
     RefinementResult,
     Refiner,
     Strategy,
-    Task,
     auto,
     blind_retry,
     interval,
@@ -33,7 +33,7 @@ TASK = score_task(10)
 
 
 async def run(
-    strategy: Strategy, passes: list[int], *, rounds: int | None = None, task: Task = TASK
+    strategy: Strategy, passes: list[int], *, rounds: int | None = None, task: CodeTask = TASK
 ) -> tuple[RefinementResult, FunctionModel, ScriptedEvaluator]:
     model = FunctionModel(script_answers(passes))
     evaluator = ScriptedEvaluator()
@@ -166,7 +166,7 @@ async def test_after_a_regression_light_feedback_edits_the_best_code() -> None:
 
 
 async def test_humaneval_candidate_is_named_by_the_entry_point() -> None:
-    task = Task(
+    task = CodeTask(
         name="he",
         prompt="Write add(a, b).",
         entry_point="add",
@@ -174,7 +174,7 @@ async def test_humaneval_candidate_is_named_by_the_entry_point() -> None:
     )
 
     class Wrong:
-        async def __call__(self, task: Task, code: str) -> Evaluation:
+        async def __call__(self, task: CodeTask, code: str) -> Evaluation:
             return Evaluation(
                 status=EvaluationStatus.FAILED,
                 reason="0 of 2",
@@ -243,7 +243,7 @@ async def test_auto_picks_self_refine_for_an_easy_first_round() -> None:
 
 
 async def test_auto_picks_pid_for_correlated_bugs() -> None:
-    task = Task(
+    task = CodeTask(
         name="related",
         prompt="Write f().",
         entry_point="f",
@@ -305,7 +305,7 @@ async def test_pid_lists_a_few_examples_per_failure_pattern() -> None:
     evaluation = Evaluation(status=EvaluationStatus.FAILED, reason="0 of 10", checks=checks)
 
     class Fixed:
-        async def __call__(self, task: Task, code: str) -> Evaluation:
+        async def __call__(self, task: CodeTask, code: str) -> Evaluation:
             return evaluation
 
     model = FunctionModel(lambda messages, call: fenced("class LRUCache:\n    pass\n"))
@@ -350,7 +350,7 @@ def test_skeletons_from_the_prompt_when_the_code_has_no_method() -> None:
         == "```python\ndef merge_two_lists(l1, l2):\n    ...\n```"
     )
     assert skeleton(LRU_CACHE, "") == "```python\nclass LRUCache:\n    ...\n```"
-    he = Task(
+    he = CodeTask(
         name="he",
         prompt='Complete:\n```python\ndef inc(x: int) -> int:\n    """x + 1"""\n```',
         entry_point="inc",

@@ -12,9 +12,9 @@ from closedloop.harness import (
     SPIRAL_MATRIX,
     TTL_CACHE,
     Check,
+    CodeTask,
     EvaluationStatus,
     Sandbox,
-    Task,
 )
 
 from . import solutions
@@ -33,7 +33,7 @@ def test_task_names_and_check_counts() -> None:
 
 
 @pytest.mark.parametrize("task", SEED_TASKS, ids=lambda t: t.name)
-async def test_reference_solutions_pass_every_check(sandbox: Sandbox, task: Task) -> None:
+async def test_reference_solutions_pass_every_check(sandbox: Sandbox, task: CodeTask) -> None:
     ev = await sandbox.run(task, solutions.SOLUTIONS[task.name])
     assert ev.status is EvaluationStatus.PASSED, [c.describe() for c in ev.failures]
 
@@ -98,10 +98,10 @@ def test_bad_tasks_and_checks_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="name"):
         Check("", "f() == 1")
     with pytest.raises(ConfigurationError, match="checks"):
-        Task(name="x", prompt="p", entry_point="f", checks=())
+        CodeTask(name="x", prompt="p", entry_point="f", checks=())
     with pytest.raises(ConfigurationError, match="unique"):
-        Task(name="x", prompt="p", entry_point="f", checks=(Check("A", "1"), Check("A", "2")))
+        CodeTask(name="x", prompt="p", entry_point="f", checks=(Check("A", "1"), Check("A", "2")))
     with pytest.raises(ConfigurationError, match="entry_point"):
-        Task(name="x", prompt="p", entry_point="not an identifier", checks=(Check("A", "1"),))
+        CodeTask(name="x", prompt="p", entry_point="not an identifier", checks=(Check("A", "1"),))
     with pytest.raises(ConfigurationError, match="no such check"):
         LRU_CACHE.check("T99")

@@ -233,7 +233,34 @@ async def test_429_scores_zero_reads_retry_after_and_emits_an_event(clock: FakeC
     assert obs.confidence == 0.0
     assert obs.value is None
     assert obs.retry_after_s == 12.0
-    assert seen == seen_sync == [RateLimited("weather", 12.0, clock.now)]
+    assert seen == seen_sync == [RateLimited(source="weather", retry_after_s=12.0, at=clock.now)]
+
+
+async def test_a_429_reaches_the_default_healing_policy(clock: FakeClock) -> None:
+    from closedloop.feedback import (
+        EventBus,
+        HealingAction,
+        HealingKind,
+        MemoryStore,
+        install_healing,
+    )
+    from closedloop.feedback import RateLimited as FeedbackRateLimited
+
+    assert RateLimited is FeedbackRateLimited  # one class for a 429, not two look-alikes
+    bus = EventBus()
+    install_healing(bus, MemoryStore(), circuit_clock=clock, clock=clock)
+    response = httpx.Response(429, json={"detail": "slow"}, headers={"Retry-After": "7"})
+    deliveries = []
+
+    async def relay(event: RateLimited) -> None:
+        deliveries.append(await bus.publish(event))
+
+    tool = make_tool(Script(clock).then(response), clock, on_event=relay)
+    assert (await tool(city="Paris")).status is ObservationStatus.RATE_LIMITED
+    (delivery,) = deliveries
+    assert delivery.handled
+    kinds = {action.kind for action in delivery.results_of(HealingAction)}
+    assert HealingKind.USE_CACHE in kinds
 
 
 async def test_429_with_an_http_date_retry_after(clock: FakeClock) -> None:

@@ -187,7 +187,7 @@ def test_reference_agents_present_are_listed_and_need_the_world() -> None:
     assert names == sorted(names, key=("weather", "flight", "meeting", "report").index)
     for spec in specs:
         assert spec.source == "reference" and spec.needs_world
-    weather = Path(__file__).parents[2] / "src/closedloop/reference/weather.py"
+    weather = Path(__file__).parents[2] / "bench/src/closedloop_bench/reference/weather.py"
     if weather.exists():
         assert "weather" in names
 

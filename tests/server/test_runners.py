@@ -10,7 +10,7 @@ from closedloop.agent import Agent, RunResult, Task, TraceSink, stop_on_no_progr
 from closedloop.feedback import StateStore
 from closedloop.models import Model
 from closedloop.server import AgentContext, AgentRegistry
-from closedloop.world import serve_world_async
+from closedloop_bench.world import serve_world_async
 
 from .conftest import SENSOR_CONTROL, HarnessFactory, RoutingModel, add, new_session, probe
 

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from closedloop.server import ApiKeys, open_store
-from closedloop.world import WorldHandle, serve_world
+from closedloop_bench.world import WorldHandle, serve_world
 
 HERE = Path(__file__).parent
 WORKER = "x-closedloop-worker"

@@ -18,7 +18,7 @@ from types import FunctionType
 
 from ._agent import Agent
 from ._control import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
-from ._coordinator import Coordinator, Decision, SubAgentReport
+from ._coordinator import Coordinator, CoordinatorDecision, SubAgentReport
 from ._inflight import Budget
 from ._iterate import AgentRun
 from ._options import (
@@ -74,7 +74,7 @@ __all__ = [
     "ContextSettings",
     "ControlConfig",
     "Coordinator",
-    "Decision",
+    "CoordinatorDecision",
     "ErrorMetric",
     "Fingerprint",
     "FingerprintCache",

@@ -20,10 +20,10 @@ from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_unit_interval
 from ..control import Protocol, ProtocolSelector, RegressionESO
 
-__all__ = ["Coordinator", "Decision", "SubAgentReport"]
+__all__ = ["Coordinator", "CoordinatorDecision", "SubAgentReport"]
 
 
-class Decision(StrEnum):
+class CoordinatorDecision(StrEnum):
     """What the coordinator tells one sub-agent to do (mildest first)."""
 
     NORMAL = "normal"
@@ -33,10 +33,10 @@ class Decision(StrEnum):
 
 
 _FROM_PROTOCOL = {
-    Protocol.NORMAL: Decision.NORMAL,
-    Protocol.DUAL_VERIFICATION: Decision.DUAL_VERIFICATION,
-    Protocol.DIMENSION_REDUCTION: Decision.REDUCED_SCOPE,
-    Protocol.MANUAL_HANDOVER: Decision.HANDOVER,
+    Protocol.NORMAL: CoordinatorDecision.NORMAL,
+    Protocol.DUAL_VERIFICATION: CoordinatorDecision.DUAL_VERIFICATION,
+    Protocol.DIMENSION_REDUCTION: CoordinatorDecision.REDUCED_SCOPE,
+    Protocol.MANUAL_HANDOVER: CoordinatorDecision.HANDOVER,
 }
 
 
@@ -75,14 +75,14 @@ class Coordinator:
         self.names = tuple(names)
         self._eso = {n: RegressionESO(window=window, min_samples=min_samples) for n in names}
         self._selector = {n: ProtocolSelector(thresholds, hysteresis) for n in names}
-        self.history: list[tuple[str, float, Decision]] = []
+        self.history: list[tuple[str, float, CoordinatorDecision]] = []
 
     def _known(self, name: str) -> str:
         if name not in self._eso:
             raise ConfigurationError("name", name, f"known: {', '.join(self.names)}")
         return name
 
-    def observe(self, report: SubAgentReport) -> Decision:
+    def observe(self, report: SubAgentReport) -> CoordinatorDecision:
         """Take one step's report; returns that sub-agent's decision from now on."""
         name = self._known(report.name)
         q = min(1.0, max(0.0, report.quality))
@@ -95,11 +95,11 @@ class Coordinator:
         """The sub-agent's current disturbance estimate."""
         return self._eso[self._known(name)].f_est
 
-    def decision(self, name: str) -> Decision:
+    def decision(self, name: str) -> CoordinatorDecision:
         """What the coordinator currently decides for the sub-agent ``name``."""
         return _FROM_PROTOCOL[self._selector[self._known(name)].protocol]
 
-    def decisions(self) -> dict[str, Decision]:
+    def decisions(self) -> dict[str, CoordinatorDecision]:
         """The current decision for every known sub-agent."""
         return {n: self.decision(n) for n in self.names}
 
@@ -111,13 +111,13 @@ class Coordinator:
         must take it).
         """
         healthy = sorted(
-            (n for n in self.names if self.decision(n) is Decision.NORMAL),
+            (n for n in self.names if self.decision(n) is CoordinatorDecision.NORMAL),
             key=lambda n: (self.f_est(n), self.names.index(n)),
         )
         out: dict[str, str | None] = {}
         for role, owner in roles.items():
             self._known(owner)
-            if self.decision(owner) is not Decision.HANDOVER:
+            if self.decision(owner) is not CoordinatorDecision.HANDOVER:
                 out[role] = owner
             else:
                 out[role] = healthy[0] if healthy else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
+from .._extras import require_extra
 from ..control import Protocol
 from ..control._protocol import DEFAULT_PROTOCOL_THRESHOLDS
 from ._records import HaltReason, StepRecord
@@ -99,6 +100,7 @@ def plot_run(
         if series.halt is not None:
             title += f", halt: {series.halt.value}"
 
+    require_extra("matplotlib", "plots", "plotting a run")
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 

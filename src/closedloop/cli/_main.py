@@ -10,14 +10,12 @@ import typer
 from rich.console import Console
 
 from .._exceptions import ClosedLoopError
-from ._bench import app as bench_app
-from ._demo import app as demo_app
 from ._keys import app as keys_app
 from ._models import app as models_app
+from ._plugins import add_plugin_commands
 from ._serve import serve as serve_command
 from ._trace import plot as plot_command
 from ._trace import trace_app
-from ._world import app as world_app
 
 app = typer.Typer(
     name="closedloop",
@@ -26,14 +24,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(bench_app, name="bench")
-app.add_typer(demo_app, name="demo")
 app.add_typer(keys_app, name="keys")
 app.add_typer(models_app, name="models")
 app.add_typer(trace_app, name="trace")
-app.add_typer(world_app, name="world")
 app.command("plot")(plot_command)
 app.command("serve")(serve_command)
+# bench, demo and world come with closedloop-bench, found through its entry points.
+add_plugin_commands(app)
 
 _err = Console(stderr=True, soft_wrap=True)
 

@@ -150,7 +150,13 @@ def _check_store(url: str | None) -> None:
 def _world_url(world: str | None, stack: contextlib.ExitStack) -> str | None:
     if world is None or not (world == "local" or world.startswith("local:")):
         return world
-    from ..world import named_profiles, serve_world
+    try:
+        from closedloop_bench.world import named_profiles, serve_world
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"a local world comes with closedloop-bench (pip install closedloop-bench): {exc}",
+            param_hint="--world",
+        ) from None
 
     profile = world.partition(":")[2] or "none"
     if profile not in named_profiles():

@@ -39,9 +39,14 @@ class FaultEvent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateLimited(FaultEvent):
-    """The source answered 429 (or equivalent); ``retry_after_s`` is its Retry-After, if any."""
+    """The source answered 429 (or equivalent); ``retry_after_s`` is its Retry-After, if any.
+
+    :class:`~closedloop.perception.HttpTool` emits this very class (``at`` is its clock's
+    reading when the answer came), so the default healing policy hears every 429.
+    """
 
     retry_after_s: float | None = None
+    at: float | None = None
 
     def __post_init__(self) -> None:
         FaultEvent.__post_init__(self)

@@ -1,6 +1,6 @@
 """closedloop.harness: refine generated code in a closed loop (PID-driven refinement).
 
-A :class:`Refiner` runs generator → evaluator → feedback rounds on a :class:`Task`. The
+A :class:`Refiner` runs generator → evaluator → feedback rounds on a :class:`CodeTask`. The
 evaluator runs the task's checks on the code in a :class:`Sandbox` (a limited
 subprocess) and reports a pass rate with got / expected per failing check. The
 strategy decides what the generator hears next: :func:`blind_retry`, :func:`self_refine`,
@@ -64,7 +64,7 @@ from ._strategies import (
     pid_feedback,
     self_refine,
 )
-from ._tasks import Check, Task
+from ._tasks import Check, CodeTask
 from ._tasks_seed import LRU_CACHE, MERGE_SORTED_LISTS, SEED_TASKS, SPIRAL_MATRIX, TTL_CACHE
 
 __all__ = [
@@ -81,6 +81,7 @@ __all__ = [
     "BlindRetry",
     "Check",
     "CheckResult",
+    "CodeTask",
     "Diagnoser",
     "Diagnosis",
     "Evaluation",
@@ -111,7 +112,6 @@ __all__ = [
     "StrategyChoice",
     "StrategyContext",
     "StrategySession",
-    "Task",
     "auto",
     "blind_retry",
     "choose_strategy",

@@ -25,7 +25,7 @@ from ._strategies import (
     pid_feedback,
     self_refine,
 )
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = ["Auto", "auto", "strategy_from_spec"]
 
@@ -41,14 +41,14 @@ class Auto:
     def name(self) -> str:
         return "auto"
 
-    def start(self, task: Task) -> StrategySession:
+    def start(self, task: CodeTask) -> StrategySession:
         return _AutoSession(self, task)
 
 
 @dataclass(slots=True)
 class _AutoSession:
     config: Auto
-    task: Task
+    task: CodeTask
     chosen: StrategySession | None = None
     choice: str | None = None
 

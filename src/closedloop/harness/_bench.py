@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._exceptions import ConfigurationError
+from .._extras import require_extra
 from .._validation import require_int_at_least
 from ..models import Model, load_model
 from ._auto import strategy_from_spec
@@ -44,7 +45,7 @@ from ._stop import (
     stop_when_target_met,
 )
 from ._strategies import self_refine
-from ._tasks import Task
+from ._tasks import CodeTask
 from ._tasks_seed import SEED_TASKS
 
 __all__ = [
@@ -229,7 +230,7 @@ def _returned_after(result: RefinementResult, k: int) -> float:
     return max(scores) if scores else 0.0
 
 
-def _tasks(config: BenchConfig) -> list[Task]:
+def _tasks(config: BenchConfig) -> list[CodeTask]:
     if config.tasks == "seed":
         tasks = list(SEED_TASKS)
         return tasks[: config.limit] if config.limit is not None else tasks
@@ -238,12 +239,12 @@ def _tasks(config: BenchConfig) -> list[Task]:
 
 class TaskExecutor(Protocol):
     """Runs each task (round 1 and every strategy) elsewhere and merges the reports, e.g.
-    ``closedloop.bench.RayExecutor``, whose workers build the model from ``config.model``."""
+    ``closedloop_bench.benchmarks.RayExecutor``, whose workers build the model from ``config.model``."""
 
     async def run_refine(
         self,
         config: BenchConfig,
-        tasks: Sequence[Task],
+        tasks: Sequence[CodeTask],
         *,
         progress: Callable[[str], None] | None = None,
     ) -> BenchReport: ...
@@ -253,7 +254,7 @@ async def run_refine_bench(
     config: BenchConfig,
     *,
     model: Model | None = None,
-    tasks: Sequence[Task] | None = None,
+    tasks: Sequence[CodeTask] | None = None,
     evaluator: SandboxEvaluator | None = None,
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -338,8 +339,7 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     json_path = out / "results.json"
     json_path.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     written = [json_path]
-    import matplotlib
-
+    matplotlib = require_extra("matplotlib", "plots", "the pass-rate plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

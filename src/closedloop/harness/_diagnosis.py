@@ -17,7 +17,7 @@ from typing import Literal
 from .._validation import require_unit_interval
 from ..models import Model, ModelRequest
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = [
     "Diagnosis",
@@ -66,7 +66,7 @@ def _names_called(source: str) -> list[str]:
     return names
 
 
-def _helpers(task: Task) -> frozenset[str]:
+def _helpers(task: CodeTask) -> frozenset[str]:
     defined: set[str] = set()
     for source in (task.preamble, task.support):
         try:
@@ -81,7 +81,7 @@ def _helpers(task: Task) -> frozenset[str]:
     return frozenset(defined - {task.entry_point})
 
 
-def _inspected(check: CheckResult, task: Task) -> tuple[str, ...]:
+def _inspected(check: CheckResult, task: CodeTask) -> tuple[str, ...]:
     """The task's own functions and methods whose result a failing check inspects."""
     helpers = _helpers(task)
     seen: list[str] = []
@@ -92,7 +92,7 @@ def _inspected(check: CheckResult, task: Task) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _signature(check: CheckResult, task: Task) -> tuple[str, str | None]:
+def _signature(check: CheckResult, task: CodeTask) -> tuple[str, str | None]:
     """(a label naming the failure pattern, the exception kind for the hint table)."""
     error = check.error or ""
     if error.startswith(("not run", "stopped")):
@@ -150,7 +150,7 @@ class Diagnosis:
 _UNDEFINED = re.compile(r"NameError: name '(\w+)' is not defined")
 
 
-def _code_hints(evaluation: Evaluation, task: Task, code: str) -> list[str]:
+def _code_hints(evaluation: Evaluation, task: CodeTask, code: str) -> list[str]:
     """Hints read off the code itself, for failures whose cause is visible there."""
     hints: list[str] = []
     texts = [evaluation.reason, *(c.error or "" for c in evaluation.failures)]
@@ -172,7 +172,7 @@ def _code_hints(evaluation: Evaluation, task: Task, code: str) -> list[str]:
     return hints
 
 
-def diagnose(evaluation: Evaluation, task: Task, code: str = "") -> Diagnosis:
+def diagnose(evaluation: Evaluation, task: CodeTask, code: str = "") -> Diagnosis:
     """Group the failing checks of ``evaluation`` into patterns and collect hints.
 
     ``code``, when given, lets hints name what the code lacks (an undefined name, the
@@ -249,7 +249,7 @@ def should_use_pid(
 
 
 def choose_strategy(
-    evaluation: Evaluation, task: Task, *, easy_above: float = 0.7
+    evaluation: Evaluation, task: CodeTask, *, easy_above: float = 0.7
 ) -> StrategyChoice:
     """Decide from the first round's pass rate and failure pattern (see :func:`should_use_pid`)."""
     d = diagnose(evaluation, task)
@@ -270,7 +270,7 @@ class ModelDiagnoser:
         self.max_tokens = max_tokens
         self.temperature = temperature
 
-    async def __call__(self, task: Task, code: str, failures: Sequence[CheckResult]) -> str:
+    async def __call__(self, task: CodeTask, code: str, failures: Sequence[CheckResult]) -> str:
         listed = "\n".join(f"- {c.describe()}" for c in failures[:8])
         prompt = (
             f"This code fails some tests.\n\n```python\n{code}```\n\nFailing tests:\n{listed}\n\n"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from ._tasks import Task
+    from ._tasks import CodeTask
 
 __all__ = ["CheckResult", "Evaluation", "EvaluationStatus", "not_run"]
 
@@ -102,7 +102,7 @@ class Evaluation(BaseModel):
 
 
 def not_run(
-    task: Task, status: EvaluationStatus, reason: str, duration: float = 0.0, **extra: Any
+    task: CodeTask, status: EvaluationStatus, reason: str, duration: float = 0.0, **extra: Any
 ) -> Evaluation:
     """An evaluation in which no check ran: every check fails with ``reason``."""
     checks = tuple(

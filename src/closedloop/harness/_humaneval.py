@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
-from ._tasks import Check, Task
+from ._tasks import Check, CodeTask
 
 __all__ = ["HumanEvalProblem", "humaneval_data_path", "load_humaneval", "split_check"]
 
@@ -110,7 +110,7 @@ def _preamble(prompt: str, entry_point: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class HumanEvalProblem:
-    """One HumanEval problem as shipped, plus its split checks as a :class:`Task`."""
+    """One HumanEval problem as shipped, plus its split checks as a :class:`CodeTask`."""
 
     task_id: str
     prompt: str
@@ -123,9 +123,9 @@ class HumanEvalProblem:
         """The reference solution as a whole module (prompt + body)."""
         return self.prompt + self.canonical_solution
 
-    def task(self) -> Task:
+    def task(self) -> CodeTask:
         """The problem as a refinement task; the checks are the split asserts of ``check``."""
-        return Task(
+        return CodeTask(
             name=self.task_id,
             prompt=_INSTRUCTION.format(prompt=self.prompt),
             entry_point=self.entry_point,

@@ -13,7 +13,7 @@ from .._validation import require_int_at_least
 from ._prompts import PRECISE_ANSWER, continue_messages
 from ._results import RefinementRound
 from ._strategies import Feedback, Strategy, StrategyContext, StrategySession, pid_feedback
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = ["Interval", "interval"]
 
@@ -37,7 +37,7 @@ class Interval:
     def name(self) -> str:
         return f"{self.inner.name}+interval{self.n}"
 
-    def start(self, task: Task) -> StrategySession:
+    def start(self, task: CodeTask) -> StrategySession:
         return _IntervalSession(self.n, self.inner.start(task))
 
 

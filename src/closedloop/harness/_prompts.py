@@ -25,7 +25,7 @@ from ..control import FeedbackIntensity
 from ..models import Message
 from ._diagnosis import Diagnosis
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = [
     "ANSWER",
@@ -76,7 +76,7 @@ _MAX_VALUE = 120
 _CANDIDATE = re.compile(r"\bcandidate\b")
 
 
-def initial_messages(task: Task) -> tuple[Message, ...]:
+def initial_messages(task: CodeTask) -> tuple[Message, ...]:
     """Round 1 (and every round of blind retry): the system prompt and the task."""
     return (
         Message(role="system", content=SYSTEM_PROMPT),
@@ -84,7 +84,7 @@ def initial_messages(task: Task) -> tuple[Message, ...]:
     )
 
 
-def fresh_messages(task: Task, feedback: str) -> tuple[Message, ...]:
+def fresh_messages(task: CodeTask, feedback: str) -> tuple[Message, ...]:
     """The task with feedback under it and no earlier code (heavy intensity)."""
     return (
         Message(role="system", content=SYSTEM_PROMPT),
@@ -92,7 +92,7 @@ def fresh_messages(task: Task, feedback: str) -> tuple[Message, ...]:
     )
 
 
-def continue_messages(task: Task, code: str, feedback: str) -> tuple[Message, ...]:
+def continue_messages(task: CodeTask, code: str, feedback: str) -> tuple[Message, ...]:
     """The task, ``code`` as the model's earlier answer, then the feedback."""
     return (
         *initial_messages(task),
@@ -111,7 +111,7 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def describe_failure(check: CheckResult, task: Task) -> str:
+def describe_failure(check: CheckResult, task: CodeTask) -> str:
     """One failing check in plain words: ``f(3) returned 2, expected 6``."""
     call = _cut(_CANDIDATE.sub(task.entry_point, check.call), _MAX_CALL)
     if "\n" in call:
@@ -187,7 +187,7 @@ def _method_as_function(code: str, name: str) -> str | None:
     return None
 
 
-def skeleton(task: Task, code: str) -> str | None:
+def skeleton(task: CodeTask, code: str) -> str | None:
     """The shape the answer must have when it does not define the entry point at the top
     level: a small model copies a code block far more reliably than it follows a rule."""
     name = task.entry_point
@@ -217,7 +217,7 @@ def missing_entry_point(evaluation: Evaluation) -> bool:
 def failure_lines(
     evaluation: Evaluation,
     diagnosis: Diagnosis,
-    task: Task,
+    task: CodeTask,
     *,
     shown: Sequence[str],
     heavy: bool,

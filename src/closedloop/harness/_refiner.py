@@ -34,7 +34,7 @@ from ._stop import (
 )
 from ._stop import stop_when_target_met as _target_met
 from ._strategies import Feedback, Strategy, StrategyContext, initial_messages, pid_feedback
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = ["Diagnoser", "Evaluator", "Refiner", "SandboxEvaluator"]
 
@@ -42,13 +42,13 @@ __all__ = ["Diagnoser", "Evaluator", "Refiner", "SandboxEvaluator"]
 class Evaluator(Protocol):
     """Deterministic tests of code for a task; never a model's opinion."""
 
-    async def __call__(self, task: Task, code: str) -> Evaluation: ...
+    async def __call__(self, task: CodeTask, code: str) -> Evaluation: ...
 
 
 class Diagnoser(Protocol):
     """An optional reading of the failures (a model's), added beside the tests' facts."""
 
-    async def __call__(self, task: Task, code: str, failures: Sequence[CheckResult]) -> str: ...
+    async def __call__(self, task: CodeTask, code: str, failures: Sequence[CheckResult]) -> str: ...
 
 
 class SandboxEvaluator:
@@ -61,7 +61,7 @@ class SandboxEvaluator:
     def __repr__(self) -> str:
         return f"SandboxEvaluator({self.sandbox!r})"
 
-    async def __call__(self, task: Task, code: str) -> Evaluation:
+    async def __call__(self, task: CodeTask, code: str) -> Evaluation:
         self.calls += 1
         return await self.sandbox.run(task, code)
 
@@ -124,15 +124,17 @@ class Refiner:
             f"target={self.target})"
         )
 
-    def run_sync(self, task: Task, *, first: RefinementRound | None = None) -> RefinementResult:
+    def run_sync(self, task: CodeTask, *, first: RefinementRound | None = None) -> RefinementResult:
         """Blocking form of :meth:`run`."""
         return asyncio.run(self.run(task, first=first))
 
-    async def first_round(self, task: Task) -> RefinementRound:
+    async def first_round(self, task: CodeTask) -> RefinementRound:
         """Round 1 alone (the task prompt, evaluated), to share between strategies."""
         return await self._round(task, 1, initial_messages(task), None, evaluate=True)
 
-    async def run(self, task: Task, *, first: RefinementRound | None = None) -> RefinementResult:
+    async def run(
+        self, task: CodeTask, *, first: RefinementRound | None = None
+    ) -> RefinementResult:
         """Refine until the stop policy or ``max_rounds`` ends the run.
 
         ``first`` reuses a round 1 made earlier (by :meth:`first_round`, maybe for another
@@ -180,7 +182,7 @@ class Refiner:
             decision = StopDecision(StopReason.MAX_ROUNDS, f"all {self.max_rounds} rounds run")
         return self._result(task, rounds, decision, verdict, getattr(session, "choice", None))
 
-    async def _diagnose(self, task: Task, rnd: RefinementRound) -> str | None:
+    async def _diagnose(self, task: CodeTask, rnd: RefinementRound) -> str | None:
         if self.diagnoser is None or rnd.evaluation is None or not rnd.evaluation.failures:
             return None
         try:
@@ -190,7 +192,7 @@ class Refiner:
 
     async def _round(
         self,
-        task: Task,
+        task: CodeTask,
         k: int,
         messages: Sequence[Message],
         feedback: Feedback | None,
@@ -245,7 +247,7 @@ class Refiner:
 
     def _result(
         self,
-        task: Task,
+        task: CodeTask,
         rounds: list[RefinementRound],
         decision: StopDecision,
         verdict: LyapunovVerdict | None,

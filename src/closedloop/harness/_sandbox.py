@@ -41,7 +41,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = ["Sandbox", "SandboxLimits"]
 
@@ -161,11 +161,11 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox(limits={self.limits!r})"
 
-    def run_sync(self, task: Task, code: str) -> Evaluation:
+    def run_sync(self, task: CodeTask, code: str) -> Evaluation:
         """Blocking form of :meth:`run`, for scripts and notebooks without a loop."""
         return asyncio.run(self.run(task, code))
 
-    async def run(self, task: Task, code: str) -> Evaluation:
+    async def run(self, task: CodeTask, code: str) -> Evaluation:
         """Run ``code`` (the candidate module) against every check of ``task``."""
         if not code.strip():
             return not_run(task, EvaluationStatus.NO_CODE, "there is no code to run", 0.0)
@@ -183,7 +183,7 @@ class Sandbox:
             shutil.rmtree(root, ignore_errors=True)
         return _evaluation(task, events, outcome, time.perf_counter() - started, self.limits)
 
-    def _payload(self, task: Task, code: str, work: Path) -> dict[str, Any]:
+    def _payload(self, task: CodeTask, code: str, work: Path) -> dict[str, Any]:
         lim = self.limits
         wall = lim.wall_timeout_for(len(task.checks))
         cpu = lim.cpu_s if lim.cpu_s is not None else wall
@@ -208,7 +208,7 @@ class Sandbox:
         }
 
     async def _spawn(
-        self, task: Task, work: Path, payload_path: Path, results_path: Path
+        self, task: CodeTask, work: Path, payload_path: Path, results_path: Path
     ) -> _Outcome:
         env = {
             "PATH": "/usr/bin:/bin",
@@ -241,7 +241,7 @@ class Sandbox:
             start_new_session=True,
         )
 
-    async def _watch(self, task: Task, proc: asyncio.subprocess.Process) -> _Outcome:
+    async def _watch(self, task: CodeTask, proc: asyncio.subprocess.Process) -> _Outcome:
         lim = self.limits
         out, err = _Stream(lim.keep_output_bytes), _Stream(lim.keep_output_bytes)
         flooded = asyncio.Event()
@@ -343,7 +343,7 @@ def _death(outcome: _Outcome, limits: SandboxLimits, wall: float) -> tuple[Evalu
 
 
 def _evaluation(
-    task: Task,
+    task: CodeTask,
     events: list[dict[str, Any]],
     outcome: _Outcome,
     duration: float,

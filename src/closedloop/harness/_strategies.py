@@ -51,7 +51,7 @@ from ._prompts import (
     skeleton,
 )
 from ._results import RefinementRound
-from ._tasks import Task
+from ._tasks import CodeTask
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -94,7 +94,7 @@ class StrategyContext:
     refiner has a diagnoser.
     """
 
-    task: Task
+    task: CodeTask
     round: int
     history: tuple[RefinementRound, ...]
     verdict: LyapunovVerdict | None = None
@@ -134,7 +134,7 @@ class Strategy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def start(self, task: Task) -> StrategySession: ...
+    def start(self, task: CodeTask) -> StrategySession: ...
 
 
 def _score_line(r: RefinementRound) -> str:
@@ -166,13 +166,13 @@ class BlindRetry:
     def name(self) -> str:
         return "blind_retry" if self.temperature is None else f"blind_retry@{self.temperature:g}"
 
-    def start(self, task: Task) -> StrategySession:
+    def start(self, task: CodeTask) -> StrategySession:
         return _BlindSession(task, self.temperature)
 
 
 @dataclass(slots=True)
 class _BlindSession:
-    task: Task
+    task: CodeTask
     temperature: float | None = None
 
     def evaluates(self, round: int) -> bool:
@@ -201,13 +201,13 @@ class SelfRefine:
     def name(self) -> str:
         return "self_refine"
 
-    def start(self, task: Task) -> StrategySession:
+    def start(self, task: CodeTask) -> StrategySession:
         return _SelfRefineSession(task)
 
 
 @dataclass(slots=True)
 class _SelfRefineSession:
-    task: Task
+    task: CodeTask
 
     def evaluates(self, round: int) -> bool:
         return True
@@ -298,14 +298,14 @@ class PIDFeedback:
         name = "pid_aggressive" if self.aggressive else "pid"
         return f"{name}_adaptive" if self.memory is not None else name
 
-    def start(self, task: Task) -> StrategySession:
+    def start(self, task: CodeTask) -> StrategySession:
         return _PIDSession(self, task)
 
 
 @dataclass(slots=True)
 class _PIDSession:
     config: PIDFeedback
-    task: Task
+    task: CodeTask
     scale: float = 1.0
     measured: int = 0
     u: float = 0.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["Check", "Task"]
+__all__ = ["Check", "CodeTask"]
 
 
 def _parses(name: str, source: str, *, allow_statements: bool) -> None:
@@ -77,7 +77,7 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
-class Task:
+class CodeTask:
     """A code-writing task.
 
     Args:

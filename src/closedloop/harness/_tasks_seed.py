@@ -7,7 +7,7 @@ argument, so its checks move time with a fake clock instead of sleeping.
 
 from __future__ import annotations
 
-from ._tasks import Check, Task
+from ._tasks import Check, CodeTask
 
 __all__ = ["LRU_CACHE", "MERGE_SORTED_LISTS", "SEED_TASKS", "SPIRAL_MATRIX", "TTL_CACHE"]
 
@@ -34,7 +34,7 @@ def to_list(node):
     return out
 """
 
-MERGE_SORTED_LISTS = Task(
+MERGE_SORTED_LISTS = CodeTask(
     name="merge_sorted_lists",
     entry_point="merge_two_lists",
     prompt=f"""\
@@ -67,7 +67,7 @@ Answer with one Python code block.""",
     ),
 )
 
-SPIRAL_MATRIX = Task(
+SPIRAL_MATRIX = CodeTask(
     name="spiral_matrix",
     entry_point="spiral_order",
     prompt="""\
@@ -112,7 +112,7 @@ Answer with one Python code block.""",
     ),
 )
 
-LRU_CACHE = Task(
+LRU_CACHE = CodeTask(
     name="lru_cache",
     entry_point="LRUCache",
     prompt="""\
@@ -192,7 +192,7 @@ class FakeClock:
         self.now += seconds
 '''
 
-TTL_CACHE = Task(
+TTL_CACHE = CodeTask(
     name="ttl_cache",
     entry_point="TTLCache",
     prompt="""\
@@ -282,5 +282,5 @@ Answer with one Python code block.""",
     ),
 )
 
-SEED_TASKS: tuple[Task, ...] = (MERGE_SORTED_LISTS, SPIRAL_MATRIX, LRU_CACHE, TTL_CACHE)
+SEED_TASKS: tuple[CodeTask, ...] = (MERGE_SORTED_LISTS, SPIRAL_MATRIX, LRU_CACHE, TTL_CACHE)
 """The four tasks, in order of difficulty."""

@@ -55,8 +55,9 @@ __all__ = [
     "sanitize_json",
 ]
 
-# Public names show as closedloop.perception.X (the re-exported tracker keeps its home).
+# Public names show as closedloop.perception.X (the re-exported tracker and event keep
+# their homes).
 for _name in __all__:
     _obj = globals()[_name]
-    if _name != "LatencyTracker" and (isinstance(_obj, type) or isfunction(_obj)):
+    if (isinstance(_obj, type) or isfunction(_obj)) and _obj.__module__.startswith(__name__):
         _obj.__module__ = __name__

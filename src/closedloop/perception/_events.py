@@ -1,7 +1,9 @@
 """Events perception emits, and how listeners receive them.
 
 Perception stays independent of the feedback layer's event bus: a tool takes plain
-callbacks, and a bus can subscribe by passing its ``publish`` method as one.
+callbacks, and a bus can subscribe by passing its ``publish`` method as one. The event
+is the feedback layer's own :class:`~closedloop.feedback.RateLimited`, so the default
+healing policy reacts to it.
 """
 
 from __future__ import annotations
@@ -9,24 +11,16 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from .._exceptions import ConfigurationError
+from ..feedback._events import RateLimited
 
 __all__ = ["EventListener", "PerceptionEvent", "RateLimited", "check_listeners", "emit"]
 
 _log = logging.getLogger("closedloop.perception")
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimited:
-    """A source answered 429; ``retry_after_s`` is its Retry-After, if it sent one."""
-
-    source: str
-    retry_after_s: float | None
-    at: float
-
-
+# One class for a 429 across the package: the one the healing policy subscribes to.
 PerceptionEvent = RateLimited
 EventListener = Callable[[PerceptionEvent], Awaitable[None] | None]
 

@@ -322,7 +322,7 @@ class HttpTool:
             ),
         )
         if observation.status is ObservationStatus.RATE_LIMITED:
-            event = RateLimited(self.name, observation.retry_after_s, now)
+            event = RateLimited(source=self.name, retry_after_s=observation.retry_after_s, at=now)
             await emit(self._listeners, event)
         return observation
 

@@ -11,6 +11,7 @@ dashboard (live e(t), u(t), f_est(t) and protocol level per run; the handover qu
 
 from __future__ import annotations
 
+from . import _needs  # noqa: F401  (names the server extra when FastAPI is missing)
 from ._app import create_app
 from ._auth import KEY_NAMESPACE, ApiKeyInfo, ApiKeys, CreatedKey, Principal
 from ._deps import Service

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 REFERENCE_AGENTS = ("weather", "flight", "meeting", "report")
-"""Modules of ``closedloop.reference`` listed by :meth:`AgentRegistry.with_reference`."""
+"""Modules of ``closedloop_bench.reference`` listed by :meth:`AgentRegistry.with_reference`."""
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,63}$")
 # What a reference module may call its factory besides build_<name>_agent (it may ask for
@@ -265,10 +265,10 @@ def _reference_factory(module: Any, function: Callable[..., Any]) -> AgentFactor
 
 
 def reference_agents() -> list[AgentSpec]:
-    """The reference agents present in ``closedloop.reference`` (a missing one is skipped)."""
+    """The reference agents present in ``closedloop_bench.reference`` (a missing one is skipped)."""
     specs: list[AgentSpec] = []
     for name in REFERENCE_AGENTS:
-        module_name = f"closedloop.reference.{name}"
+        module_name = f"closedloop_bench.reference.{name}"
         try:
             if importlib.util.find_spec(module_name) is None:
                 continue

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from closedloop.bench import wilson_interval
+from closedloop_bench.benchmarks import wilson_interval
 
 from ._format import FAMILIES, Task
 from ._score import TaskScore

@@ -1,0 +1,309 @@
+"""The closed-loop strategies: ``closedloop.agent`` on the same tools, model and limits.
+
+Two planners. ``react``: the model proposes every step (as in the baselines), so with
+the same model the difference is the control alone. ``reference``: the domain's reference
+agent (``closedloop_bench.reference.weather`` and the others: rules propose, the model is
+asked only past their gate), as closedloop is meant to be used; the test model
+cannot answer the rules' questions, so with it the rules run alone. ``auto`` takes
+``reference`` for real models and ``react`` for the test model.
+
+In ``react`` mode reads are sensed before the loop sees them: an HTTP-level failure or an
+answer that lost its key fields (``partial``: schema drift) raises, so the executor
+retries it with the PID-scheduled delay, within the same attempt budget as the baselines;
+the last attempt's answer, whatever it is, goes to the model. Effects run as the
+toolkit's action contracts (ledger keys, preconditions, reconcilers). ``closedloop_pid``
+keeps the protocol at ``normal``; ``closedloop_adrc`` lets the ESO raise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from closedloop._exceptions import ActionError, ConfigurationError
+from closedloop.agent import (
+    Agent,
+    ContextSettings,
+    ControlConfig,
+    HaltReason,
+    ModelSettings,
+    ReadRetry,
+    RunLimits,
+    RunResult,
+    Runtime,
+    Tool,
+    TraceSink,
+    as_tool,
+    default_schedule,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
+from closedloop.control import schedule_max_retries
+from closedloop.execution import AtomicAction, Condition
+
+from ..reference import DOMAIN_TOOLS, Answer, WorldTools
+from ._strategies import LABELS, Episode, Outcome
+
+__all__ = [
+    "FIXED_U",
+    "PLANNERS",
+    "READ_RETRY",
+    "ClosedLoopAgent",
+    "closed_loop_tools",
+    "control_config",
+    "fixed_config",
+    "react_agent",
+    "reference_builder",
+    "reference_config",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+AgentBuilder = Callable[[Episode, ControlConfig], Agent]
+"""Builds the agent of one episode (a reference agent plugs in here)."""
+
+
+async def _again(
+    fn: Callable[..., Any], args: tuple[Any, ...], attempts: int, sleep: Sleep, delay_s: float
+) -> Any:
+    """``fn(*args)``, asked again while a read it needs fails (``ActionError``)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            result = fn(*args)
+            return await result if inspect.isawaitable(result) else result
+        except ActionError:
+            if attempt == attempts:
+                raise
+            await sleep(delay_s)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _patient(action: AtomicAction, attempts: int, sleep: Sleep, delay_s: float) -> AtomicAction:
+    """The action with preconditions and reconciler that re-ask a failed read.
+
+    The contracts read the world (has this booking happened already?); a 5xx on that
+    read is a failed measurement, not an answer, and one fault in ten must not sink the
+    effect it guards. Same budget as every call.
+    """
+
+    def patient(condition: Condition) -> Condition:
+        async def check(first: Any, second: Any) -> Any:
+            return await _again(condition.check, (first, second), attempts, sleep, delay_s)
+
+        return Condition(condition.name, check)
+
+    reconciler = action.reconciler
+    patient_reconciler = None
+    if reconciler is not None:
+
+        async def reconcile(args: Any, record: Any) -> Any:
+            return await _again(reconciler, (args, record), attempts, sleep, delay_s)
+
+        patient_reconciler = reconcile
+    conditions = [patient(c) for c in action.preconditions if isinstance(c, Condition)]
+    return dataclasses.replace(action, preconditions=conditions, reconciler=patient_reconciler)
+
+
+def closed_loop_tools(
+    tools: WorldTools,
+    domain: str,
+    attempts: int,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    delay_s: float = 0.1,
+) -> list[Tool]:
+    """The domain's tools for the loop: sensed reads, and effects as action contracts whose
+    own reads are re-asked when they fail (``delay_s`` apart, ``sleep`` injectable)."""
+    out: list[Tool] = []
+    for name in DOMAIN_TOOLS[domain]:
+        if name in tools.actions:
+            action = _patient(tools.actions[name], attempts, sleep, delay_s)
+            out.append(as_tool(action))
+        else:
+            # Reads go in as they are: the loop itself asks a read again when it answers
+            # with a passing fault or lost key fields (``READ_RETRY``).
+            out.append(as_tool(getattr(tools, name)))
+    return out
+
+
+READ_RETRY = ReadRetry(partial=True)
+"""The loop's read retry in the benchmark: passing faults and drifted answers (``partial``)
+are asked again within the shared attempt budget; a doubtful empty answer is re-checked."""
+
+FIXED_U = 0.5
+"""The control signal the controller-off strategy is frozen at: a mid, hand-tuned setting."""
+
+
+def react_agent(
+    episode: Episode,
+    control: ControlConfig,
+    *,
+    tools: Any = None,
+    trace: TraceSink | None = None,
+    read_retry: ReadRetry = READ_RETRY,
+) -> Agent:
+    """The ReAct agent of one closed-loop episode: the episode's model, tools (or
+    ``tools``), store, limits and trace (or ``trace``), under ``control``."""
+    limits = episode.limits
+    source = episode.tools if tools is None else tools
+    sink = trace if trace is not None else episode.trace
+    return Agent(
+        episode.model,
+        closed_loop_tools(source, episode.task.domain, limits.attempts, sleep=episode.sleep),
+        mode="react",
+        store=episode.store,
+        control=control,
+        trace=sink if sink is not None else False,
+        read_retry=read_retry,
+        stop=stop_on_no_progress(limits.no_progress) | stop_on_repeats(2),
+        limits=RunLimits(max_steps=limits.max_steps, deadline_s=limits.deadline_s),
+        model_settings=ModelSettings(
+            max_tokens=limits.max_tokens,
+            temperature=limits.temperature,
+            seed=limits.seed,
+            tool_calling="json",
+        ),
+        context=ContextSettings(observation_chars=limits.observation_chars),
+        runtime=Runtime(sleep=episode.sleep),
+    )
+
+
+def fixed_config(config: ControlConfig, u: float = FIXED_U) -> ControlConfig:
+    """``config`` with the controller taken out of the loop: every actuator schedule
+    answers as if ``u`` were always ``u`` (same retry budget, no feedback)."""
+    base = config.schedule
+    frozen = {f.name: _constant(getattr(base, f.name), u) for f in dataclasses.fields(base)}
+    return dataclasses.replace(config, schedule=dataclasses.replace(base, **frozen))
+
+
+def _constant(fn: Callable[[float], Any], u: float) -> Callable[[float], Any]:
+    value = fn(u)
+
+    def constant(_: float) -> Any:
+        return value
+
+    return constant
+
+
+def control_config(*, adrc: bool, attempts: int) -> ControlConfig:
+    """The loop's defaults, with the retry budget every strategy shares."""
+    extra = attempts - 1
+    schedule = dataclasses.replace(
+        default_schedule(), max_retries=schedule_max_retries(0.5, extra, extra)
+    )
+    return ControlConfig(protocols=adrc, schedule=schedule)
+
+
+PLANNERS = ("auto", "react", "reference")
+
+
+def reference_builder(domain: str) -> Callable[..., Any] | None:
+    """``closedloop_bench.reference.<domain>.build_<domain>_agent``, if that agent exists."""
+    try:
+        module = importlib.import_module(f"closedloop_bench.reference.{domain}")
+    except ImportError:
+        return None
+    found = getattr(module, f"build_{domain}_agent", None)
+    return found if callable(found) else None
+
+
+def reference_config(*, adrc: bool, attempts: int) -> ControlConfig:
+    """The reference agents' own control settings, with the shared retry budget."""
+    try:
+        from ..reference._agents_common import reference_control
+    except ImportError:  # pragma: no cover - the reference agents are not installed
+        return control_config(adrc=adrc, attempts=attempts)
+    base: ControlConfig = reference_control(protocols=adrc)
+    extra = attempts - 1
+    schedule = dataclasses.replace(
+        base.schedule, max_retries=schedule_max_retries(0.5, extra, extra)
+    )
+    return dataclasses.replace(base, schedule=schedule)
+
+
+class ClosedLoopAgent:
+    """closedloop's loop: PID per step type; ESO protocols if ``adrc``.
+
+    ``planner`` is ``react``, ``reference`` or ``auto`` (see the module). ``builder``
+    replaces the ReAct agent this class builds (``builder(episode, control)``).
+    """
+
+    def __init__(
+        self,
+        *,
+        adrc: bool,
+        planner: str = "auto",
+        builder: AgentBuilder | None = None,
+        fixed: bool = False,
+        name: str | None = None,
+    ) -> None:
+        if planner not in PLANNERS:
+            raise ConfigurationError("planner", planner, f"must be one of {', '.join(PLANNERS)}")
+        self.adrc = adrc
+        self.planner = planner
+        self.fixed = fixed
+        self.name = name or ("closedloop_adrc" if adrc else "closedloop_pid")
+        if self.name not in LABELS:
+            raise ConfigurationError("name", self.name, f"known: {', '.join(LABELS)}")
+        self.label = LABELS[self.name]
+        self.builder = builder
+
+    def planner_for(self, episode: Episode) -> str:
+        """The planner this episode gets (``auto`` resolved; ``react`` without an agent)."""
+        wanted = self.planner
+        if wanted == "auto":
+            wanted = "react" if episode.test_model else "reference"
+        if wanted == "reference" and reference_builder(episode.task.domain) is None:
+            return "react"
+        return wanted
+
+    def agent(self, episode: Episode) -> Agent:
+        """The agent of one episode."""
+        limits = episode.limits
+        control = control_config(adrc=self.adrc, attempts=limits.attempts)
+        if self.fixed:
+            control = fixed_config(control)
+        if self.builder is not None:
+            return self.builder(episode, control)
+        return react_agent(episode, control)
+
+    async def _reference(self, episode: Episode) -> RunResult:
+        build = reference_builder(episode.task.domain)
+        assert build is not None
+        limits = episode.limits
+        agent = build(
+            None if episode.test_model else episode.model,
+            base_url=episode.tools.base_url,
+            control=reference_config(adrc=self.adrc, attempts=limits.attempts),
+            store=episode.store,
+            deadline_s=limits.deadline_s,
+            trace=episode.trace if episode.trace is not None else False,
+            sleep=episode.sleep,
+        )
+        try:
+            result: RunResult = await agent.run(episode.task)
+        finally:
+            await agent.aclose()
+        return result
+
+    async def run(self, episode: Episode) -> Outcome:
+        """One episode through the loop; the run's halt reason is the outcome's."""
+        planner = self.planner_for(episode)
+        if planner == "reference":
+            result = await self._reference(episode)
+        else:
+            result = await self.agent(episode).run(episode.task.agent_task())
+        handed_over = result.halt_reason is HaltReason.HANDOVER
+        return Outcome(
+            answer=Answer.of(result),
+            halt=result.halt_reason.value,
+            steps=len(result.steps),
+            handed_over=handed_over,
+            protocols=tuple(s.protocol for s in result.steps),
+            error=None if result.success or handed_over else result.message,
+            run=result,
+            planner=planner,
+        )

@@ -1,0 +1,258 @@
+"""``closedloop bench``: benchmarks that need a model; ``refine`` compares feedback strategies."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from closedloop._exceptions import ConfigurationError
+from closedloop.harness import BenchConfig, BenchReport, render_report, run_refine_bench
+
+app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
+# Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
+_out = Console(width=None if Console().is_terminal else 200)
+_err = Console(stderr=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Benchmarks on real models."""
+    # A callback keeps ``bench`` a group even while it has one command: ``bench refine``.
+
+
+@app.command("refine")
+def refine(
+    tasks: Annotated[
+        str, typer.Option(help="Task set: seed (the four refinement tasks) or humaneval.")
+    ] = "seed",
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "Comma-separated: blind_retry, blind_retry@T (rounds 2+ at temperature T), "
+                "self_refine, pid, pid_adaptive, pid_aggressive, auto; any with +intervalN."
+            )
+        ),
+    ] = "blind_retry,self_refine,pid,pid+interval2",
+    rounds: Annotated[int, typer.Option(help="Rounds per run, round 1 included.")] = 4,
+    model: Annotated[str, typer.Option(help="Model spec.")] = "local:qwen2.5-coder-0.5b",
+    temperature: Annotated[float, typer.Option(help="The same for every strategy.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Round k uses seed + k - 1, for every strategy.")] = 0,
+    max_tokens: Annotated[int, typer.Option(help="Per generation.")] = 768,
+    loopgain: Annotated[
+        bool, typer.Option(help="Add the loopgain-stopped self-refine column (needs loopgain).")
+    ] = True,
+    out: Annotated[
+        Path, typer.Option(help="Folder for results.json and pass_rate_by_round.png.")
+    ] = Path("runs/bench-refine"),
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="SQLite file keeping generations between runs (resumes a long run)."),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="llama.cpp threads for a local model (default: all cores).")
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="K/N: every N-th task from the K-th; shards on one --cache split a run."),
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="asyncio (task by task here) or ray (one Ray task per task, each worker "
+            "loading the model; needs the 'ray' extra)."
+        ),
+    ] = "asyncio",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: an existing cluster; default: a local Ray."),
+    ] = None,
+) -> None:
+    """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
+    if tasks not in ("seed", "humaneval"):
+        raise ConfigurationError("--tasks", tasks, "must be 'seed' or 'humaneval'")
+    _check_executor(executor, ray_address)
+    shard_kn: tuple[int, int] | None = None
+    if shard is not None:
+        k, _, n = shard.partition("/")
+        if not (k.isdigit() and n.isdigit()):
+            raise ConfigurationError("--shard", shard, "must look like 1/2")
+        shard_kn = (int(k), int(n))
+    config = BenchConfig(
+        tasks="seed" if tasks == "seed" else "humaneval",
+        limit=limit,
+        strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()),
+        rounds=rounds,
+        model=model,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=max_tokens,
+        loopgain=loopgain,
+        out=out,
+        cache_path=cache,
+        threads=threads,
+        shard=shard_kn,
+    )
+    report = asyncio.run(refine_on(config, executor, ray_address))
+    render_report(report, _out)
+    _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+async def refine_on(config: BenchConfig, executor: str, ray_address: str | None) -> BenchReport:
+    """``run_refine_bench`` here (``asyncio``) or on Ray (a local one, or ``ray_address``)."""
+
+    def say(message: str) -> None:
+        _err.print(message, highlight=False)
+
+    if executor != "ray":
+        return await run_refine_bench(config, progress=say)
+    from ..benchmarks import RayExecutor  # ray is an optional extra: imported on demand
+
+    with RayExecutor(ray_address) as on_ray:
+        return await run_refine_bench(config, progress=say, executor=on_ray)
+
+
+# --- faults and overhead (closedloop_bench.benchmarks) -------------------------------------------------
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _csv(text))
+    except ValueError:
+        raise ConfigurationError("--steps", text, "must be comma-separated integers") from None
+
+
+def _check_executor(executor: str, ray_address: str | None) -> None:
+    if executor not in ("asyncio", "ray"):
+        raise ConfigurationError("--executor", executor, "must be 'asyncio' or 'ray'")
+    if ray_address is not None and executor != "ray":
+        raise ConfigurationError("--ray-address", ray_address, "needs --executor ray")
+
+
+@app.command("faults")
+def faults(
+    model: Annotated[
+        str,
+        typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
+    ] = "test:oracle",
+    quick: Annotated[
+        bool, typer.Option("--quick", help="seed000, steps 1,3,5,7, a few episodes each.")
+    ] = False,
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
+            "closedloop_adrc."
+        ),
+    ] = "open_loop,fixed_retries,langgraph,closedloop_pid,closedloop_adrc",
+    profiles: Annotated[
+        str, typer.Option(help="Comma-separated fault profiles (names or files).")
+    ] = "seed000",
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = (
+        "1,2,3,4,5,6,7,8,9,10"
+    ),
+    episodes: Annotated[
+        int | None,
+        typer.Option(help="Episodes per cell (default: every task of that step count)."),
+    ] = None,
+    split: Annotated[str, typer.Option(help="Task split: eval or dev.")] = "eval",
+    seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
+    latency_scale: Annotated[
+        float, typer.Option(help="Multiplies the worlds' injected latencies (0: none).")
+    ] = 1.0,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
+    attempts: Annotated[int, typer.Option(help="Retry budget per call, for everyone.")] = 3,
+    tool_timeout: Annotated[
+        float,
+        typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout."),
+    ] = 10.0,
+    closed_loop: Annotated[
+        str,
+        typer.Option(
+            help="The closed loop's planner: react (the model proposes every step), "
+            "reference (the reference agents: rules, the model past a gate) or auto "
+            "(reference for real models, react for test:oracle)."
+        ),
+    ] = "auto",
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not use the completion cache.")
+    ] = False,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="asyncio (one event loop here) or ray (one Ray task per episode; needs the "
+            "'ray' extra)."
+        ),
+    ] = "asyncio",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --executor ray: an existing cluster ('auto', 'HOST:6379' or "
+            "'ray://HOST:10001'); default: start a local Ray."
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.json and curves.png.")] = Path(
+        "runs/bench-faults"
+    ),
+) -> None:
+    """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
+    from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
+
+    _check_executor(executor, ray_address)
+
+    common: dict[str, Any] = {
+        "model": model,
+        "strategies": _csv(strategies),
+        "split": split,
+        "seed": seed,
+        "latency_scale": latency_scale,
+        "concurrency": concurrency,
+        "attempts": attempts,
+        "tool_timeout_s": tool_timeout or None,
+        "closed_loop": closed_loop,
+        "cache": not no_cache,
+        "executor": executor,
+        "ray_address": ray_address,
+        "out": out,
+    }
+    if quick:
+        extra = {} if episodes is None else {"episodes": episodes}
+        config = FaultsConfig.quick_preset(**common, **extra)
+    else:
+        config = FaultsConfig(
+            **common, profiles=_csv(profiles), steps=_steps(steps), episodes=episodes
+        )
+
+    def tick(done: int, total: int, _result: object) -> None:
+        if done == total or done % max(1, total // 20) == 0:
+            _err.print(f"{done}/{total} episodes", highlight=False)
+
+    report = asyncio.run(run_faults_bench(config, progress=tick))
+    render_faults(report, _out)
+    _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
+
+
+@app.command("overhead")
+def overhead(
+    steps: Annotated[int, typer.Option(help="Tool steps per run.")] = 10,
+    rounds: Annotated[int, typer.Option(help="Measured rounds per loop (median reported).")] = 30,
+    out: Annotated[Path, typer.Option(help="Folder for overhead.json.")] = Path(
+        "runs/bench-overhead"
+    ),
+) -> None:
+    """Per-step cost of the loop itself: closedloop vs a plain loop vs LangGraph."""
+    from ..benchmarks import render_overhead, run_overhead_bench, write_json
+
+    report = asyncio.run(run_overhead_bench(steps=steps, rounds=rounds))
+    render_overhead(report, _out)
+    path = write_json(report, out / "overhead.json")
+    _out.print(f"report: {path}")

@@ -1,0 +1,64 @@
+"""``closedloop bench faults`` and ``overhead`` from the command line, with the test model
+(seconds, not minutes), and the scripts in bench/ that wrap them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+from typer.testing import CliRunner
+
+from closedloop_bench.cli._bench import app
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY = [
+    "--model", "test:oracle", "--profiles", "none", "--steps", "1,2", "--episodes", "1",
+    "--latency-scale", "0", "--tool-timeout", "30", "--no-cache",
+]  # fmt: skip
+
+
+def test_a_tiny_faults_run_prints_the_tables_and_writes_its_files(tmp_path: Path) -> None:
+    out = tmp_path / "faults"
+    result = CliRunner().invoke(app, ["faults", *TINY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for text in ("open_loop", "closedloop_adrc", "oracle bound", "wall time"):
+        assert text in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert len(report["episodes"]) == 2 * 5 and report["config"]["profiles"] == ["none"]
+    assert (out / "curves.png").stat().st_size > 1000
+
+
+def test_bad_options_are_one_clear_error(tmp_path: Path) -> None:
+    bad_steps = CliRunner().invoke(app, ["faults", *TINY, "--steps", "1,eleven"])
+    assert bad_steps.exit_code != 0 and "--steps" in str(bad_steps.exception)
+    faults = script("faults")
+    assert faults.main([*TINY, "--strategies", "magic", "--out", str(tmp_path)]) == 2
+    assert faults.main(["--model", "test:nonsense", "--out", str(tmp_path)]) == 2
+
+
+def test_the_faults_script_runs_the_same_command(tmp_path: Path) -> None:
+    out = tmp_path / "script"
+    assert script("faults").main([*TINY, "--strategies", "open_loop", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert {e["strategy"] for e in report["episodes"]} == {"open_loop"}
+
+
+def test_overhead_command_writes_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "overhead"
+    code = script("overhead").main(["--steps", "2", "--rounds", "3", "--out", str(out)])
+    assert code == 0
+    report = json.loads((out / "overhead.json").read_text())
+    assert [r["loop"] for r in report["rows"]][:2] == ["plain while loop", "LangGraph StateGraph"]
+    assert all(r["cpu_us"] is not None and r["cpu_us"] > 0 for r in report["rows"])

@@ -111,6 +111,7 @@ class SQLiteStore(BaseStore):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            self._counters.add("commits")
             return result
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailableError(f"state store {str(self.path)!r}: {exc}") from exc

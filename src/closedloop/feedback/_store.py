@@ -143,13 +143,22 @@ class StoreStats:
     """Expired sessions deleted by ``gc``."""
     gc_fields: int = 0
     """Expired fields deleted by ``gc``."""
+    commits: int = 0
+    """Write transactions committed, where each write is a transaction of its own
+    (``SQLiteStore``: under ``synchronous="FULL"`` one fsync each); other stores count none."""
 
 
 class _Counters:
     # Updated from event-loop threads and from SyncStore's loop thread alike.
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values = {"cas_retries": 0, "cas_conflicts": 0, "gc_sessions": 0, "gc_fields": 0}
+        self._values = {
+            "cas_retries": 0,
+            "cas_conflicts": 0,
+            "gc_sessions": 0,
+            "gc_fields": 0,
+            "commits": 0,
+        }
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:

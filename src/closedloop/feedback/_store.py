@@ -42,7 +42,7 @@ _NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
 class Snapshot:
     """An immutable view of one session's state at one version.
 
-    ``data`` is read-only all the way down (objects are ``MappingProxyType``, arrays are
+    ``data`` is read-only all the way down (objects are read-only mappings, arrays are
     tuples); :meth:`to_dict` gives a mutable copy to build the next version from.
     ``field_expires_at`` maps each field that has its own TTL to the time it disappears.
     """

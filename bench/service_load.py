@@ -479,9 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report["wrong"] == 0 and report["leaks"] == 0 else 1
 
 
-def run_sweep(
-    server: Server, *, quick: bool, timeout_s: float, synchronous: str
-) -> dict[str, Any]:
+def run_sweep(server: Server, *, quick: bool, timeout_s: float, synchronous: str) -> dict[str, Any]:
     """The arrival-rate sweep against ``server`` (short windows when ``quick``)."""
     from service_rates import FULL_RATES, QUICK_RATES, sweep
 

@@ -52,7 +52,9 @@ async def _drain(by_key: dict[str, httpx.AsyncClient], deadline: float, poll_s: 
     pending = set(by_key)
     while pending:
         for key in list(pending):
-            running = await get_json(by_key[key], "/v1/runs", params={"status": "running", "limit": 1})
+            running = await get_json(
+                by_key[key], "/v1/runs", params={"status": "running", "limit": 1}
+            )
             if not running["runs"]:
                 pending.discard(key)
         if not pending:

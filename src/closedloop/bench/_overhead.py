@@ -268,7 +268,11 @@ async def run_overhead_bench(
                 model, steps, sqlite("full", "FULL"), root / "traces-full"
             ),
         }
-        store_of = dict(zip(list(variants)[3:], stores, strict=True))
+        store_of = {
+            name: store
+            for name, store in zip(list(variants)[3:], stores, strict=True)
+            if isinstance(store, SQLiteStore)
+        }
         samples: dict[str, list[float]] = {name: [] for name in variants}
         cpu: dict[str, list[float]] = {name: [] for name in variants}
         side: dict[str, list[float]] = {name: [] for name in variants}
@@ -287,7 +291,6 @@ async def run_overhead_bench(
             per_step = {
                 n: (s.stats.commits - commits.get(n, 0)) / (rounds * steps)
                 for n, s in store_of.items()
-                if isinstance(s, SQLiteStore)
             }
             if profile_rounds:
                 for name, fn in variants.items():

@@ -103,7 +103,7 @@ class Run:
         deferred = bank.store if isinstance(bank.store, DeferredRecords) else None
         self.deferred = deferred
         self.memory = SuccessMemory(store if deferred is None else deferred)
-        self.executor = Executor(EffectLedger(store), sleep=settings.sleep)
+        self.executor = Executor(EffectLedger(handle.ledger_store()), sleep=settings.sleep)
         setpoint = task.complexity if task.complexity is not None else settings.control.setpoint
         self.control = TaskControl(settings.control, setpoint)
         self.control.restore(state.control)

@@ -294,13 +294,18 @@ class BaseStore(ABC):
         *,
         expected_version: int,
         records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
     ) -> Snapshot:
-        """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records.
+        """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records and
+        :meth:`record_put_many`'s conditional ``writes``.
 
-        The records are written only if the put succeeds. Here they follow it one by one;
-        a backend that can (``SQLiteStore``) writes all of it in one transaction, so a
-        step's state and its bookkeeping cost one durable commit instead of several.
+        The records are written only if the put succeeds. Here the ``writes`` go first and
+        the records follow the put one by one; a backend that can (``SQLiteStore``) writes
+        all of it in one transaction, all or nothing, so a step's state and its bookkeeping
+        cost one durable commit instead of several.
         """
+        if writes:
+            await self.record_put_many(writes)
         snapshot = await self.put(session_id, data, expected_version=expected_version)
         for namespace, key, value in records:
             await self.record_put(namespace, key, value)

@@ -444,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(Path(args.serve[0]), Path(args.serve[1]), Path(args.serve[2]), args.serve[3])
         return 0
+    from service_rates import quick_sweep, run_sweep
+
     if args.quick:
         return quick_sweep(args.out, args.keys, args.synchronous, args.timeout_s)
     if args.small:
@@ -477,33 +479,6 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text + "\n")
     print(text)
     return 0 if report["wrong"] == 0 and report["leaks"] == 0 else 1
-
-
-def run_sweep(server: Server, *, quick: bool, timeout_s: float, synchronous: str) -> dict[str, Any]:
-    """The arrival-rate sweep against ``server`` (short windows when ``quick``)."""
-    from service_rates import FULL_RATES, QUICK_RATES, sweep
-
-    rates, window_s, drain_s = (QUICK_RATES, 4.0, 4.0) if quick else (FULL_RATES, 10.0, 10.0)
-    started = time.perf_counter()
-    result = asyncio.run(
-        asyncio.wait_for(sweep(server, rates, window_s=window_s, drain_s=drain_s), timeout_s)
-    )
-    result["quick"] = quick
-    result["wall_s"] = round(time.perf_counter() - started, 3)
-    result["sqlite_synchronous"] = synchronous
-    return result
-
-
-def quick_sweep(out: Path, keys: int, synchronous: str, timeout_s: float) -> int:
-    """``--quick``: the short sweep alone, written into ``out`` beside the load figures."""
-    with running_server(keys, synchronous=synchronous) as server:
-        result = run_sweep(server, quick=True, timeout_s=timeout_s, synchronous=synchronous)
-    report: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    report["arrival_rate_sweep"] = result
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

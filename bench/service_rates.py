@@ -14,12 +14,23 @@ the server, so its own requests are in the figures too.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
-from service_load import Server, Session, _overheads, _start, clients, get_json, summary
+from service_load import (
+    Server,
+    Session,
+    _overheads,
+    _start,
+    clients,
+    get_json,
+    running_server,
+    summary,
+)
 
 FULL_RATES = (5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
 QUICK_RATES = (5.0, 10.0, 20.0, 40.0, 80.0, 120.0)
@@ -143,3 +154,28 @@ async def sweep(
             f"per step >= {LIMIT_MS:.0f} ms); the client runs on the same cores as the server"
         ),
     }
+
+
+def run_sweep(server: Server, *, quick: bool, timeout_s: float, synchronous: str) -> dict[str, Any]:
+    """The arrival-rate sweep against ``server`` (short windows when ``quick``)."""
+    rates, window_s, drain_s = (QUICK_RATES, 4.0, 4.0) if quick else (FULL_RATES, 10.0, 10.0)
+    started = time.perf_counter()
+    result = asyncio.run(
+        asyncio.wait_for(sweep(server, rates, window_s=window_s, drain_s=drain_s), timeout_s)
+    )
+    result["quick"] = quick
+    result["wall_s"] = round(time.perf_counter() - started, 3)
+    result["sqlite_synchronous"] = synchronous
+    return result
+
+
+def quick_sweep(out: Path, keys: int, synchronous: str, timeout_s: float) -> int:
+    """``--quick``: the short sweep alone, written into ``out`` beside the load figures."""
+    with running_server(keys, synchronous=synchronous) as server:
+        result = run_sweep(server, quick=True, timeout_s=timeout_s, synchronous=synchronous)
+    report: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    report["arrival_rate_sweep"] = result
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0

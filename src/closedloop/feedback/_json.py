@@ -100,7 +100,13 @@ def _copy(value: Any, depth: int, seen: set[int]) -> Any:
             if type(key) is not str or not (key.isascii() or _utf8(key)):
                 raise _Refused
             kind = type(item)
-            if (kind is str and item.isascii()) or item is None or kind is int or kind is bool:
+            if (
+                (kind is str and item.isascii())
+                or item is None
+                or kind is int
+                or kind is bool
+                or (kind is float and item - item == 0.0)  # finite
+            ):
                 out[key] = item
             else:
                 out[key] = _copy(item, depth + 1, seen)
@@ -111,12 +117,18 @@ def _copy(value: Any, depth: int, seen: set[int]) -> Any:
         if marker in seen:
             raise _Refused
         seen.add(marker)
-        items = [
-            item
-            if (type(item) is str and item.isascii()) or item is None or type(item) is int
-            else _copy(item, depth + 1, seen)
-            for item in value
-        ]
+        items = []
+        for item in value:
+            kind = type(item)
+            if (
+                (kind is str and item.isascii())
+                or item is None
+                or kind is int
+                or (kind is float and item - item == 0.0)  # finite
+            ):
+                items.append(item)
+            else:
+                items.append(_copy(item, depth + 1, seen))
         seen.discard(marker)
         return items
     # Subclasses (StrEnum members), other mappings, anything else: the careful walk

@@ -440,7 +440,8 @@ class BaseStore(ABC):
         return plain, text
 
     def _check_size(self, text: str, what: str) -> None:
-        size = len(text.encode("utf-8"))
+        # ASCII text (most state) is one byte a character: no need to encode it to count.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
         if size > self.max_document_bytes:
             raise StateSerializationError(
                 f"{what}: {size} bytes of JSON, above max_document_bytes="

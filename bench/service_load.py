@@ -12,6 +12,14 @@ a run listed under another key counts as a leak. Reported: control overhead per 
 (the run's wall time minus its model time, over its steps; p50 / p99), end-to-end
 latency per session, throughput and the server's RSS. Bounded in count and time: the
 whole run is cut off after ``--timeout-s``. Exit status 1 when anything was wrong.
+
+Then the arrival-rate sweep (``service_rates.py``): open-loop Poisson arrivals at rising
+rates, one short window each, reporting the highest steady rate at which the p99 control
+overhead per step stays under 200 ms. ``--quick`` runs only a short sweep (under two
+minutes) and merges it into the ``--out`` file, keeping the load figures already there;
+``--small`` (CI) and ``--no-sweep`` skip it.
+
+    .venv/bin/python bench/service_load.py --quick
 """
 
 from __future__ import annotations
@@ -432,11 +440,19 @@ def main(argv: list[str] | None = None) -> int:
         help="SQLite durability (FULL: fsync per commit, the default of the store)",
     )
     parser.add_argument("--alone", type=int, default=20, help="runs made one at a time first")
+    parser.add_argument(
+        "--quick", action="store_true", help="only a short arrival-rate sweep, merged into --out"
+    )
+    parser.add_argument("--no-sweep", action="store_true", help="no arrival-rate sweep")
     parser.add_argument("--serve", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(Path(args.serve[0]), Path(args.serve[1]), Path(args.serve[2]), args.serve[3])
         return 0
+    from service_rates import quick_sweep, run_sweep
+
+    if args.quick:
+        return quick_sweep(args.out, args.keys, args.synchronous, args.timeout_s)
     if args.small:
         args.sessions, args.keys = 50, 5
     with running_server(args.keys, synchronous=args.synchronous) as server:
@@ -458,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
             "before": round(rss_before, 1),
             "after": round(rss_mb(server.pid), 1),
         }
+        if not (args.small or args.no_sweep):
+            report["arrival_rate_sweep"] = run_sweep(
+                server, quick=False, timeout_s=args.timeout_s, synchronous=args.synchronous
+            )
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
     text = json.dumps(report, indent=2)
     args.out.parent.mkdir(parents=True, exist_ok=True)

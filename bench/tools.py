@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from closedloop import ConfigurationError
+from closedloop.models import allow_real_model_calls
 from closedloop_bench.tools import (
     DATA_DIR,
     FAMILIES,
@@ -32,9 +34,6 @@ from closedloop_bench.tools import (
     write_data,
     write_report,
 )
-
-from closedloop import ConfigurationError
-from closedloop.models import allow_real_model_calls
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tools"
 

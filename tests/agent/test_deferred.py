@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from closedloop.agent._deferred import DeferredRecords
+import pytest
+
+from closedloop import StaleStateError
+from closedloop.agent._deferred import DeferredRecords, RidingWrites
+from closedloop.agent._state import StateHandle, TaskState
+from closedloop.execution import AtomicAction, EffectClass, EffectLedger, EffectStatus
 from closedloop.feedback import MemoryStore, SQLiteStore
 
 from .conftest import call, final, make_agent, scripted
@@ -87,3 +92,95 @@ async def test_a_failed_save_keeps_the_hints_for_the_next() -> None:
     await deferred.record_put("hints", "a", {"n": 2})  # newer than the failed save's
     deferred.requeue(waiting)
     assert deferred.drain() == [("hints", "a", {"n": 2})]
+
+
+# --- the effect ledger's commits ride with the state save --------------------------------
+
+
+async def test_a_once_effect_step_costs_two_synced_commits(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        book = AtomicAction(name="lookup", fn=lookup, effect=EffectClass.ONCE)
+        model = scripted(call("lookup", city="Paris"), call("lookup", city="Rome"), final("ok"))
+        agent, _ = make_agent(model, [book], store=store)
+        before = store.stats.commits
+        result = await agent.run("weather")
+        assert result.success and len(result.steps) == 3
+        # the session's creation, a claim and a save per tool step, the final save
+        assert store.stats.commits - before == 1 + 2 * 2 + 1
+        entries = await EffectLedger(store).records(result.task_id)
+        assert [e.status for e in entries] == [EffectStatus.COMMITTED] * 2
+        assert [e.seq for e in entries] == [1, 2]
+        assert [e.result["city"] for e in entries] == ["Paris", "Rome"]
+    finally:
+        await store.close()
+
+
+async def test_waiting_commits_are_read_back_and_written_with_the_save(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        handle = StateHandle(store, "s")
+        riders = handle.ledger_store()
+        assert isinstance(riders, RidingWrites)
+        await store.create("s", {})
+        handle.version = 1
+        claim = await riders.record_put("ledger", "t/1", {"status": "pending"}, expected_version=0)
+        first = await riders.record_put_many([("ledger", "t/1", {"status": "done"}, claim.version)])
+        second = await riders.record_put_many([("ledger", "t/1", {"status": "again"}, 2)])
+        assert (first[0].version, second[0].version, riders.waiting) == (2, 3, 2)
+        seen = await riders.record_get("ledger", "t/1")
+        assert seen is not None and seen.value["status"] == "again"
+        stored = await store.record_get("ledger", "t/1")
+        assert stored is not None and stored.value["status"] == "pending"  # not yet on disk
+        with pytest.raises(StaleStateError):
+            await riders.record_put_many([("ledger", "t/1", {"status": "x"}, 2)])
+        commits = store.stats.commits
+        await handle.save(_state())
+        assert store.stats.commits == commits + 1 and riders.waiting == 0
+        stored = await store.record_get("ledger", "t/1")
+        assert stored is not None and stored.version == 3 and stored.value["status"] == "again"
+    finally:
+        await store.close()
+
+
+async def test_a_failed_save_still_writes_the_waiting_commits(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        handle = StateHandle(store, "s")
+        riders = handle.ledger_store()
+        assert isinstance(riders, RidingWrites)
+        await store.create("s", {})
+        handle.version = 9  # another writer moved the state on
+        await riders.record_put_many([("ledger", "t/1", {"status": "committed"}, 0)])
+        with pytest.raises(StaleStateError):
+            await handle.save(_state())
+        stored = await store.record_get("ledger", "t/1")
+        assert stored is not None and stored.value["status"] == "committed"
+        assert riders.waiting == 0
+    finally:
+        await store.close()
+
+
+async def test_any_other_write_goes_after_what_waits(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        riders = RidingWrites(store)
+        await riders.record_put_many([("ledger", "t/1", {"status": "committed"}, 0)])
+        marked = await riders.record_put(
+            "ledger", "t/1", {"status": "compensated"}, expected_version=1
+        )
+        assert marked.version == 2 and riders.waiting == 0
+        assert await riders.record_delete("ledger", "t/1")
+    finally:
+        await store.close()
+
+
+def test_in_memory_the_ledger_writes_straight_through() -> None:
+    store = MemoryStore()
+    assert StateHandle(store, "s").ledger_store() is store
+
+
+def _state() -> TaskState:
+    return TaskState(
+        task_id="t", run_id="r", session_id="s", prompt="p", mode="react", phase="collecting"
+    )

@@ -76,3 +76,49 @@ async def test_conditional_records_are_written_all_or_none(store: BaseStore) -> 
     assert seq is not None and seq.version == 2 and seq.value["seq"] == 2  # first item undone
     entry = await store.record_get("ledger", "t/e")
     assert entry is not None and entry.value["status"] == "committed"
+
+
+async def test_conditional_writes_ride_in_the_same_save(store: BaseStore) -> None:
+    await store.create("s", {"step": 0})
+    claimed = await store.record_put("ledger", "t/1", {"status": "pending"}, expected_version=0)
+    await store.put_with_records(
+        "s",
+        {"step": 1},
+        expected_version=1,
+        writes=[
+            ("ledger", "t/1", {"status": "committed"}, claimed.version),
+            ("ledger.seq", "t", {"seq": 1}, 0),
+        ],
+    )
+    entry = await store.record_get("ledger", "t/1")
+    assert entry is not None and entry.version == 2 and entry.value["status"] == "committed"
+    seq = await store.record_get("ledger.seq", "t")
+    assert seq is not None and seq.version == 1 and seq.value["seq"] == 1
+    assert (await store.get("s")).version == 2
+
+
+async def test_sqlite_a_stale_write_leaves_the_whole_save_unwritten(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        await store.create("s", {"step": 0})
+        await store.record_put("ledger", "t/1", {"status": "pending"})
+        commits = store.stats.commits
+        with pytest.raises(StaleStateError):
+            await store.put_with_records(
+                "s",
+                {"step": 1},
+                expected_version=1,
+                records=[("hints", "k", {"n": 1})],
+                writes=[("ledger", "t/1", {"status": "committed"}, 5)],
+            )
+        assert (await store.get("s")).version == 1
+        assert await store.record_get("hints", "k") is None
+        entry = await store.record_get("ledger", "t/1")
+        assert entry is not None and entry.value["status"] == "pending"
+        assert store.stats.commits == commits  # rolled back: nothing committed
+        await store.put_with_records(
+            "s", {"step": 1}, expected_version=1, writes=[("ledger", "t/1", {"n": 2}, 1)]
+        )
+        assert store.stats.commits == commits + 1  # the state and the write: one commit
+    finally:
+        await store.close()

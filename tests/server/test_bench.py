@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -46,3 +47,19 @@ def test_small_soak_samples_memory_and_checks_every_answer(tmp_path: Path) -> No
     rss = report["rss_mb"]
     assert isinstance(rss, dict) and abs(rss["growth"]) <= 0.10
     assert report["flat_within_10_percent"] is True
+
+
+def test_the_sweep_offers_poisson_arrivals_at_the_asked_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))  # the sweep imports its sibling script
+    import service_rates
+
+    times = service_rates.arrivals(50.0, 20.0, stream=7)
+    assert times == service_rates.arrivals(50.0, 20.0, stream=7)  # reproducible
+    assert times != service_rates.arrivals(50.0, 20.0, stream=8)
+    assert all(0.0 <= a < b < 20.0 for a, b in itertools.pairwise(times))
+    # 1,000 expected; a Poisson count is within 5 standard deviations (~160) of it
+    assert abs(len(times) - 1000) < 160
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert abs(sum(gaps) / len(gaps) - 1 / 50.0) < 0.004  # exponential gaps, mean 1/rate

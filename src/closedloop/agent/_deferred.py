@@ -6,19 +6,22 @@ costing more than the whole rest of the step. They are hints (a warm start, a su
 for a human), not guarantees: :class:`DeferredRecords` keeps them in memory and hands
 them to the next task-state save, which writes them in the same transaction when the
 store can (``put_with_records``). A crash loses at most the hints of the step that was
-not saved, the same step a recovery redoes anyway. Effects, the ledger and the task state
-itself are never deferred.
+not saved, the same step a recovery redoes anyway. Effects, the ledger's claims and the
+task state itself are never deferred; the ledger's commits ride with the state save in one
+transaction (:class:`RidingWrites`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from .._exceptions import StaleStateError
 from ..feedback import Record, Snapshot, StateStore
 from ..feedback._json import check_json, freeze_mapping
+from ..feedback._store import record_name
 
-__all__ = ["DeferredRecords", "PendingRecord"]
+__all__ = ["DeferredRecords", "PendingRecord", "RidingWrites", "Write"]
 
 PendingRecord = tuple[str, str, dict[str, Any]]
 """``(namespace, key, value)`` of a record waiting for the next save."""
@@ -161,3 +164,116 @@ class DeferredRecords:
         waiting = self._pending.pop((namespace, key), None)
         stored = await self.store.record_delete(namespace, key)
         return stored or waiting is not None
+
+
+Write = tuple[str, str, dict[str, Any], int | None]
+"""``(namespace, key, value, expected_version)``: a conditional write waiting for a save."""
+
+
+class RidingWrites:
+    """The effect ledger's view of a store: its commits ride with the next state save.
+
+    A claim must reach the disk before its effect runs, and does (``record_put`` goes
+    straight through). The commit after the effect (``record_put_many``: the entry and the
+    task's commit counter, each compare-and-set) is checked against what this view holds,
+    kept, shown to reads, and written by the next :meth:`StateHandle.save` in the state's
+    own transaction: a step then costs one synced commit for its claim and one for the rest.
+    Any other write first writes what waits, so writes keep their order; a save that fails
+    writes what waits on its own before the error goes on. A crash before the save leaves
+    the entry ``pending``, as a crash between the effect and its commit always could.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self._writes: list[Write] = []  # in order: the store replays each compare-and-set
+        self._view: dict[tuple[str, str], Record] = {}  # what reads see of them
+
+    def __repr__(self) -> str:
+        return f"RidingWrites({self.store!r}, waiting={len(self._writes)})"
+
+    @property
+    def waiting(self) -> int:
+        """How many writes wait for the next save."""
+        return len(self._writes)
+
+    def take(self) -> tuple[list[Write], dict[tuple[str, str], Record]]:
+        """Every waiting write in order, and the view of them; none wait afterwards."""
+        taken = (self._writes, self._view)
+        self._writes, self._view = [], {}
+        return taken
+
+    def give_back(self, taken: tuple[list[Write], dict[tuple[str, str], Record]]) -> None:
+        """Put back what :meth:`take` took when the save that took it failed."""
+        writes, view = taken
+        self._writes = [*writes, *self._writes]
+        self._view = {**view, **self._view}
+
+    async def flush(self) -> None:
+        """Write what waits now, all or nothing, in one transaction where the store can."""
+        if not self._writes:
+            return
+        taken = self.take()
+        try:
+            await self.store.record_put_many(taken[0])  # type: ignore[attr-defined]
+        except BaseException:
+            self.give_back(taken)
+            raise
+
+    async def record_put_many(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[Record]:
+        if any(expected is None for _, _, _, expected in items):
+            # No version to predict: write now, after what waits.
+            await self.flush()
+            return await self.store.record_put_many(items)  # type: ignore[attr-defined,no-any-return]
+        staged: dict[tuple[str, str], Record] = {}
+        writes: list[Write] = []
+        for namespace, key, value, expected in items:
+            assert expected is not None
+            name = (namespace, key)
+            known = staged.get(name) or self._view.get(name)
+            if known is not None and known.version != expected:
+                raise StaleStateError(record_name(namespace, key), expected, known.version)
+            plain = check_json(value, "value")
+            writes.append((namespace, key, plain, expected))
+            staged[name] = Record(
+                namespace=namespace,
+                key=key,
+                version=expected + 1,
+                value=freeze_mapping(plain),
+                updated_at=0.0,  # not stored yet
+            )
+        self._writes.extend(writes)
+        self._view.update(staged)
+        return [staged[(namespace, key)] for namespace, key, _, _ in items]
+
+    # --- everything else: what waits first, then straight through ----------------------
+
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        waiting = self._view.get((namespace, key))
+        if waiting is not None:
+            return waiting
+        return await self.store.record_get(namespace, key)
+
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        stored = await self.store.record_list(namespace, prefix)
+        merged = {r.key: r for r in stored}
+        for (ns, key), record in self._view.items():
+            if ns == namespace and key.startswith(prefix):
+                merged[key] = record
+        return [merged[k] for k in sorted(merged)]
+
+    async def record_put(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> Record:
+        await self.flush()
+        return await self.store.record_put(namespace, key, value, expected_version=expected_version)
+
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        await self.flush()
+        return await self.store.record_delete(namespace, key)

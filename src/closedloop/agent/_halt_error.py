@@ -16,8 +16,8 @@ from .._exceptions import OutputValidationError
 from ..execution import PROGRAMMING_ERRORS, AtomicAction
 from ..feedback._store import BaseStore
 from ..models import Model
-from ._run import Run
 from ._records import HaltReason, RunError, RunResult, StepRecord
+from ._run import Run
 from ._trace import TraceSink
 
 __all__ = ["describe_error", "end_with_error"]

@@ -70,7 +70,9 @@ class Run:
         self.memory = SuccessMemory(store if deferred is None else deferred)
         # The two doors to the outside: every model call and every tool call goes through one.
         self.model_io = ModelPort(self)
-        self.tool_io = ToolPort(self, Executor(EffectLedger(store), sleep=settings.sleep))
+        self.tool_io = ToolPort(
+            self, Executor(EffectLedger(handle.ledger_store()), sleep=settings.sleep)
+        )
         setpoint = task.complexity if task.complexity is not None else settings.control.setpoint
         self.control = TaskControl(settings.control, setpoint)
         self.control.restore(state.control)

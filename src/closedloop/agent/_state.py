@@ -9,6 +9,7 @@ field filled and validated.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,7 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._exceptions import ConfigurationError, StateSerializationError
 from .._validation import require_unit_interval
-from ..feedback import StateStore
+from ..feedback import Snapshot, StateStore
+from ..feedback._store import BaseStore
+from ._deferred import RidingWrites, Write
 from ._validate import schema_validator
 
 __all__ = [
@@ -313,6 +316,18 @@ class StateHandle:
         self.store = store
         self.session_id = session_id
         self.version = 0
+        self.riders: RidingWrites | None = None
+
+    def ledger_store(self) -> StateStore | RidingWrites:
+        """The store the run's effect ledger writes through: one whose commits ride with
+        this handle's next save where the store writes a save and conditional records in
+        one transaction (a durable one: a commit costs an fsync), else the store itself."""
+        together = getattr(type(self.store), "put_with_records", None)
+        if together is None or together is BaseStore.put_with_records:
+            return self.store
+        if self.riders is None:
+            self.riders = RidingWrites(self.store)
+        return self.riders
 
     async def create(self, state: TaskState) -> None:
         snapshot = await self.store.create(self.session_id, _dump(state))
@@ -326,18 +341,46 @@ class StateHandle:
     async def save(
         self, state: TaskState, records: Sequence[tuple[str, str, Mapping[str, Any]]] = ()
     ) -> None:
-        """Compare-and-set the state; ``records`` (hints) are written with it, in one
-        transaction where the store's class offers ``put_with_records``."""
+        """Compare-and-set the state; ``records`` (hints) and the ledger's waiting commits
+        are written with it, in one transaction where the store's class offers
+        ``put_with_records``. If the save fails, the ledger's commits are written alone."""
+        riders = self.riders
+        taken = riders.take() if riders is not None else ([], {})
+        try:
+            snapshot = await self._save(state, records, taken[0])
+        except BaseException:
+            if riders is not None and taken[0]:
+                riders.give_back(taken)
+                # The effects happened whatever became of the state: record them anyway.
+                with contextlib.suppress(Exception):
+                    await riders.flush()
+            raise
+        self.version = snapshot.version
+
+    async def _save(
+        self,
+        state: TaskState,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]],
+        writes: Sequence[Write],
+    ) -> Snapshot:
         data = _dump(state)
         # Looked up on the class: a wrapper that forwards unknown attributes to an inner
         # store must not have its own put skipped.
-        together = getattr(type(self.store), "put_with_records", None) if records else None
+        together = (
+            getattr(type(self.store), "put_with_records", None) if records or writes else None
+        )
         if together is not None:
-            snapshot = await together(
-                self.store, self.session_id, data, expected_version=self.version, records=records
+            extra = {"writes": writes} if writes else {}
+            snapshot: Snapshot = await together(
+                self.store,
+                self.session_id,
+                data,
+                expected_version=self.version,
+                records=records,
+                **extra,
             )
-        else:  # hints first, as if written when made: a failed put then loses nothing
-            for namespace, key, value in records:
-                await self.store.record_put(namespace, key, value)
-            snapshot = await self.store.put(self.session_id, data, expected_version=self.version)
-        self.version = snapshot.version
+            return snapshot
+        # hints first, as if written when made: a failed put then loses nothing
+        for namespace, key, value in records:
+            await self.store.record_put(namespace, key, value)
+        return await self.store.put(self.session_id, data, expected_version=self.version)

@@ -77,7 +77,12 @@ def _finite(value: Any) -> Any:
 
 def to_json_text(model: BaseModel) -> str:
     """A model as one line of strict JSON, secrets redacted (what every trace file holds)."""
-    data = redact(_finite(model.model_dump(mode="json")))
+    data = redact(model.model_dump(mode="json"))
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        # Only a record holding NaN or infinity gets the second walk that spells them out.
+        data = _finite(data)
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from .._exceptions import AgentError, ConfigurationError
 from ._iterate import AgentRun
-from ._run import Run
 from ._records import RunResult
+from ._run import Run
 
 __all__ = ["TypedRun", "finished", "no_running_loop", "run_sync"]
 

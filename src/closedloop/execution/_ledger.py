@@ -108,6 +108,7 @@ class EffectLedger:
         self.store = store
         self.namespace = namespace
         self.volatile_fields = frozenset(volatile_fields)
+        self._seq: dict[str, tuple[int, int]] = {}  # task id -> (commit seq, record version)
 
     # --- keys and reads ------------------------------------------------------------------
 
@@ -214,18 +215,18 @@ class EffectLedger:
         """
         namespace = f"{self.namespace}.seq"
         for _ in range(_SEQ_CAS_ATTEMPTS):
-            current = await self.store.record_get(namespace, record.task_id)
-            seq = 1 if current is None else int(current.value["seq"]) + 1
+            # The counter as this ledger last wrote it saves a read per commit; if another
+            # writer moved it since, the compare-and-set below fails and it is read afresh.
+            known = self._seq.pop(record.task_id, None)
+            if known is None:
+                current = await self.store.record_get(namespace, record.task_id)
+                known = (0, 0) if current is None else (int(current.value["seq"]), current.version)
+            seq = known[0] + 1
             updated = record.model_copy(update={**fields, "seq": seq})
             try:
                 stored = await self.store.record_put_many(  # type: ignore[attr-defined]
                     [
-                        (
-                            namespace,
-                            record.task_id,
-                            {"seq": seq},
-                            0 if current is None else current.version,
-                        ),
+                        (namespace, record.task_id, {"seq": seq}, known[1]),
                         (
                             self.namespace,
                             record.key,
@@ -239,6 +240,7 @@ class EffectLedger:
                 if entry is None or entry.version != record.version:
                     raise
                 continue
+            self._seq[record.task_id] = (seq, stored[0].version)
             return updated.model_copy(update={"version": stored[1].version})
         raise LedgerError(f"task {record.task_id!r}: could not take a commit sequence number")
 

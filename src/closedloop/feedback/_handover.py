@@ -15,6 +15,7 @@ It also holds the secret redaction every persisted or exported artefact goes thr
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import logging
 import re
@@ -75,16 +76,26 @@ _SECRET_PARAM = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Whether a mapping key names a credential (``api_key``, ``Authorization``, ...)."""
+    # Cached: every trace line and audit asks again about the same few dozen field names.
     words = _NON_WORD.split(_CAMEL.sub("_", key).lower())
     if any(word in _SECRET_WORDS for word in words):
         return True
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
+_SHORTEST_SECRET = 5
+"""No pattern matches fewer characters (``key=x``): shorter text is left as it is."""
+
+
 def _redact_text(text: str) -> str:
-    return _SECRET_PARAM.sub(rf"\1{REDACTED}", _SECRET_TEXT.sub(REDACTED, text))
+    if len(text) < _SHORTEST_SECRET:
+        return text
+    text = _SECRET_TEXT.sub(REDACTED, text)
+    # Every credential parameter has its '='; most text has none, so skip that pattern.
+    return _SECRET_PARAM.sub(rf"\1{REDACTED}", text) if "=" in text else text
 
 
 def redact(value: Any) -> Any:

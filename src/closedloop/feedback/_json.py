@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
@@ -17,6 +17,7 @@ from .._exceptions import StateSerializationError
 
 __all__ = [
     "MAX_DEPTH",
+    "FrozenObject",
     "JSONValue",
     "check_json",
     "decode_document",
@@ -99,7 +100,13 @@ def _copy(value: Any, depth: int, seen: set[int]) -> Any:
             if type(key) is not str or not (key.isascii() or _utf8(key)):
                 raise _Refused
             kind = type(item)
-            if (kind is str and item.isascii()) or item is None or kind is int or kind is bool:
+            if (
+                (kind is str and item.isascii())
+                or item is None
+                or kind is int
+                or kind is bool
+                or (kind is float and item - item == 0.0)  # finite
+            ):
                 out[key] = item
             else:
                 out[key] = _copy(item, depth + 1, seen)
@@ -110,12 +117,18 @@ def _copy(value: Any, depth: int, seen: set[int]) -> Any:
         if marker in seen:
             raise _Refused
         seen.add(marker)
-        items = [
-            item
-            if (type(item) is str and item.isascii()) or item is None or type(item) is int
-            else _copy(item, depth + 1, seen)
-            for item in value
-        ]
+        items = []
+        for item in value:
+            kind = type(item)
+            if (
+                (kind is str and item.isascii())
+                or item is None
+                or kind is int
+                or (kind is float and item - item == 0.0)  # finite
+            ):
+                items.append(item)
+            else:
+                items.append(_copy(item, depth + 1, seen))
         seen.discard(marker)
         return items
     # Subclasses (StrEnum members), other mappings, anything else: the careful walk
@@ -187,12 +200,51 @@ def decode_document(text: str) -> Any:
     return json.loads(text)
 
 
+class FrozenObject(Mapping[str, JSONValue]):
+    """A read-only view of a checked JSON object whose members are frozen on first read.
+
+    A store freezes every document it writes, and most are never read back in the same
+    process (the loop keeps its own copy): freezing lazily makes the write cost nothing and
+    the read cost what an eager freeze would have. It owns the dict it is given.
+    """
+
+    __slots__ = ("_frozen", "_plain")
+
+    def __init__(self, plain: dict[str, Any]) -> None:
+        self._plain = plain
+        self._frozen: dict[str, JSONValue] = {}
+
+    def __getitem__(self, key: str) -> JSONValue:
+        try:
+            return self._frozen[key]
+        except KeyError:
+            value = freeze(self._plain[key])
+            self._frozen[key] = value
+            return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plain)
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._plain
+
+    def __repr__(self) -> str:
+        return f"FrozenObject({self._plain!r})"
+
+
 def freeze(plain: Any) -> JSONValue:
-    """A read-only deep view of checked JSON: lists become tuples, dicts ``MappingProxyType``."""
+    """A read-only deep view of checked JSON: lists become tuples, objects read-only mappings.
+
+    The view takes ``plain`` over (nested objects are frozen when first read): the caller
+    must not change it afterwards.
+    """
     if isinstance(plain, dict):
         if not plain:
             return _EMPTY
-        return MappingProxyType({k: freeze(v) for k, v in plain.items()})
+        return FrozenObject(plain)
     if isinstance(plain, list):
         return tuple(freeze(v) for v in plain)
     return plain  # type: ignore[no-any-return]
@@ -202,11 +254,23 @@ def freeze_mapping(plain: Mapping[str, Any]) -> Mapping[str, JSONValue]:
     """:func:`freeze` for a top-level object, typed as a mapping."""
     if not plain:
         return _EMPTY
-    return MappingProxyType({k: freeze(v) for k, v in plain.items()})
+    return FrozenObject(plain if type(plain) is dict else dict(plain))
+
+
+def _plain_copy(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain_copy(v) for v in value]
+    return value
 
 
 def thaw(value: Any) -> Any:
     """A mutable deep copy (dicts and lists) of a frozen or plain JSON value."""
+    if type(value) is FrozenObject:
+        # Straight from the checked dict underneath: no freezing just to copy it back.
+        return _plain_copy(value._plain)
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -251,11 +251,15 @@ class RedisStore(BaseStore):
         *,
         expected_version: int,
         records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
     ) -> Snapshot:
         """:meth:`put` and unconditional record writes as one atomic script (one round trip).
 
-        The records are written only if the put succeeds, and then all of them.
+        The records are written only if the put succeeds, and then all of them; the
+        conditional ``writes`` (:meth:`record_put_many`) go first, on their own.
         """
+        if writes:
+            await self.record_put_many(writes)
         return await self._put_session(session_id, data, expected_version, None, records)
 
     async def _put_session(

@@ -111,6 +111,7 @@ class SQLiteStore(BaseStore):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            self._counters.add("commits")
             return result
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailableError(f"state store {str(self.path)!r}: {exc}") from exc
@@ -213,8 +214,11 @@ class SQLiteStore(BaseStore):
         *,
         expected_version: int,
         records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
     ) -> Snapshot:
-        """:meth:`put` and unconditional record writes in one transaction (one commit)."""
+        """:meth:`put`, unconditional record writes and the conditional ``writes`` of
+        :meth:`record_put_many`, in one transaction (one commit): a conflict anywhere
+        writes nothing."""
         session_id = self._check_session_id(session_id)
         expected = self._check_expected_version(expected_version)
         plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
@@ -225,10 +229,16 @@ class SQLiteStore(BaseStore):
                 value, argument="value", what=f"record {record_name(namespace, key)!r}"
             )
             rows.append((namespace, key, value_text))
+        checked = [
+            self._check_record_write(namespace, key, value, version)
+            for namespace, key, value, version in writes
+        ]
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
             snapshot = self._put_in(conn, session_id, expected, plain, text, {}, now)
+            for namespace, key, version, value_plain, value_text in checked:
+                self._write_record(conn, namespace, key, value_plain, value_text, version, now)
             for namespace, key, value_text in rows:
                 conn.execute(
                     "INSERT INTO records (namespace, key, version, value, updated_at) "

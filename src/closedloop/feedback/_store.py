@@ -42,7 +42,7 @@ _NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
 class Snapshot:
     """An immutable view of one session's state at one version.
 
-    ``data`` is read-only all the way down (objects are ``MappingProxyType``, arrays are
+    ``data`` is read-only all the way down (objects are read-only mappings, arrays are
     tuples); :meth:`to_dict` gives a mutable copy to build the next version from.
     ``field_expires_at`` maps each field that has its own TTL to the time it disappears.
     """
@@ -143,13 +143,22 @@ class StoreStats:
     """Expired sessions deleted by ``gc``."""
     gc_fields: int = 0
     """Expired fields deleted by ``gc``."""
+    commits: int = 0
+    """Write transactions committed, where each write is a transaction of its own
+    (``SQLiteStore``: under ``synchronous="FULL"`` one fsync each); other stores count none."""
 
 
 class _Counters:
     # Updated from event-loop threads and from SyncStore's loop thread alike.
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values = {"cas_retries": 0, "cas_conflicts": 0, "gc_sessions": 0, "gc_fields": 0}
+        self._values = {
+            "cas_retries": 0,
+            "cas_conflicts": 0,
+            "gc_sessions": 0,
+            "gc_fields": 0,
+            "commits": 0,
+        }
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -285,13 +294,18 @@ class BaseStore(ABC):
         *,
         expected_version: int,
         records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
     ) -> Snapshot:
-        """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records.
+        """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records and
+        :meth:`record_put_many`'s conditional ``writes``.
 
-        The records are written only if the put succeeds. Here they follow it one by one;
-        a backend that can (``SQLiteStore``) writes all of it in one transaction, so a
-        step's state and its bookkeeping cost one durable commit instead of several.
+        The records are written only if the put succeeds. Here the ``writes`` go first and
+        the records follow the put one by one; a backend that can (``SQLiteStore``) writes
+        all of it in one transaction, all or nothing, so a step's state and its bookkeeping
+        cost one durable commit instead of several.
         """
+        if writes:
+            await self.record_put_many(writes)
         snapshot = await self.put(session_id, data, expected_version=expected_version)
         for namespace, key, value in records:
             await self.record_put(namespace, key, value)
@@ -426,7 +440,8 @@ class BaseStore(ABC):
         return plain, text
 
     def _check_size(self, text: str, what: str) -> None:
-        size = len(text.encode("utf-8"))
+        # ASCII text (most state) is one byte a character: no need to encode it to count.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
         if size > self.max_document_bytes:
             raise StateSerializationError(
                 f"{what}: {size} bytes of JSON, above max_document_bytes="

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from closedloop_bench.benchmarks import CachingModel, CompletionCache, cache_key, default_cache_path
 from closedloop.models import CallInfo, FunctionModel, Message, ModelRequest
+from closedloop_bench.benchmarks import CachingModel, CompletionCache, cache_key, default_cache_path
 
 
 def counting() -> tuple[FunctionModel, list[str]]:

@@ -19,4 +19,36 @@ async def test_every_loop_is_measured_against_the_same_floor() -> None:
     assert set(report.targets) == {
         "closedloop (SQLite FULL + trace) <= 1/10 of LangGraph's overhead",
         "closedloop (SQLite FULL + trace) < 1 % of a 10 ms model call",
+        "closedloop (memory store) CPU <= 0.25 x LangGraph's",
+        "closedloop (SQLite FULL + trace) CPU <= 1.5 x LangGraph's",
+        "closedloop (SQLite FULL + trace) <= 2 synced commits per step",
     }
+
+
+async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
+    report = await run_overhead_bench(steps=2, rounds=3, warmup=1, profile_rounds=1)
+    rows = {r.loop: r for r in report.rows}
+    memory = rows["closedloop, memory store, no trace"]
+    assert memory.commits_per_step is None  # nothing to commit in memory
+    for name, row in rows.items():
+        if "SQLite" in name:
+            # every tool step saves its state durably: at least one commit per step
+            assert row.commits_per_step is not None and row.commits_per_step >= 1.0
+        assert row.cpu_us is not None and row.cpu_us > 0.0
+    assert rows["LangGraph StateGraph"].cpu_vs_langgraph == 1.0
+    profiled = [p.loop for p in report.profiles]
+    assert profiled == [
+        "closedloop, memory store, no trace",
+        "closedloop, SQLite (synchronous=FULL, default) + JSONL trace",
+    ]
+    for profile in report.profiles:
+        assert profile.by_cumulative and profile.by_self
+        cumulative = [line.cumulative_us for line in profile.by_cumulative]
+        assert cumulative == sorted(cumulative, reverse=True)
+        assert any("closedloop/agent/" in line.function for line in profile.by_cumulative)
+        assert not any("bench/_overhead" in line.function for line in profile.by_cumulative)
+
+
+async def test_no_profile_when_no_profile_rounds() -> None:
+    report = await run_overhead_bench(steps=1, rounds=3, warmup=0, profile_rounds=0)
+    assert report.profiles == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from closedloop_bench.tools import ENVIRONMENTS, states_match
 
 

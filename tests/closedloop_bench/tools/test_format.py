@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from closedloop import ConfigurationError
 from closedloop_bench.tools import (
     FAMILIES,
     TaskFileError,
@@ -14,8 +16,6 @@ from closedloop_bench.tools import (
     load_tasks,
     parse_task,
 )
-
-from closedloop import ConfigurationError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tools_tasks.jsonl"
 

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from closedloop_bench.tools import DATA_DIR, FAMILIES, Task, load_tasks, write_data
 
 

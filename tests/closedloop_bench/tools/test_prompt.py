@@ -8,6 +8,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+
+from closedloop.models import FunctionModel
 from closedloop_bench.tools import (
     DATA_DIR,
     STRING_LIMIT,
@@ -21,8 +23,6 @@ from closedloop_bench.tools import (
     parse_reply,
     strict_schema,
 )
-
-from closedloop.models import FunctionModel
 
 DEV = load_tasks(DATA_DIR / "dev.jsonl")
 

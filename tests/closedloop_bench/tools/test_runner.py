@@ -10,6 +10,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from closedloop import ConfigurationError, RealModelCallBlockedError
+from closedloop.models import Model
 from closedloop_bench.tools import (
     DATA_DIR,
     Attempt,
@@ -28,9 +31,6 @@ from closedloop_bench.tools import (
     write_report,
 )
 from closedloop_bench.tools._strategies import _REGISTRY
-
-from closedloop import ConfigurationError, RealModelCallBlockedError
-from closedloop.models import Model
 
 ROOT = Path(__file__).resolve().parents[3]
 DEV = load_tasks(DATA_DIR / "dev.jsonl")

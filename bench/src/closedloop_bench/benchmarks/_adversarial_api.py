@@ -20,6 +20,7 @@ from closedloop.agent import Agent, RunLimits
 from closedloop.feedback import SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.server import AgentContext, AgentRegistry, ApiKeys, ServerSettings, create_app
+
 from ._adversarial_gen import ApiRequest
 from ._adversarial_input import CaseOutcome, describe_input
 from ._adversarial_store import audit_sqlite

@@ -39,6 +39,7 @@ from closedloop.harness import (
 )
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import HttpTool
+
 from ._adversarial_api import ApiRig
 from ._adversarial_input import LoopbackServer, _Effects, _tools
 from ._adversarial_store import audit_sqlite

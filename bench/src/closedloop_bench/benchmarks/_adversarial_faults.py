@@ -27,6 +27,7 @@ from closedloop._exceptions import ClosedLoopError, StoreUnavailableError
 from closedloop.agent import Agent, HaltReason, Task
 from closedloop.feedback import SQLiteStore, StateStore
 from closedloop.models import OpenAICompatible, ScriptedModel
+
 from ..world import EndpointFaults, FixedLatency, Outage, WorldFaultProfile
 from ._adversarial_input import _Effects, _tools, _typed_error
 from ._adversarial_store import audit_sqlite

@@ -26,10 +26,20 @@ from starlette.types import Receive, Scope, Send
 
 from closedloop import _exceptions
 from closedloop._exceptions import ClosedLoopError
-from closedloop.agent import Agent, HaltReason, ModelSettings, RunError, RunLimits, RunResult, Task, tool
+from closedloop.agent import (
+    Agent,
+    HaltReason,
+    ModelSettings,
+    RunError,
+    RunLimits,
+    RunResult,
+    Task,
+    tool,
+)
 from closedloop.feedback import SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message, RawCompletion
 from closedloop.perception import HttpTool, Observation, ObservationStatus
+
 from ._adversarial_gen import ToolAnswer
 from ._adversarial_limits import known_limit
 from ._adversarial_store import audit_sqlite

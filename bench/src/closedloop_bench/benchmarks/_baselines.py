@@ -28,6 +28,7 @@ from closedloop._exceptions import (
 )
 from closedloop.models import Model, ModelRequest
 from closedloop.perception import Observation
+
 from ..reference import DOMAIN_TOOLS, Answer
 from ._strategies import (
     LABELS,

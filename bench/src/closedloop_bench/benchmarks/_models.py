@@ -30,6 +30,7 @@ from closedloop.models import (
     load_model,
     parse_model_spec,
 )
+
 from ..reference import ReferenceTask, WorldTools
 from ._cache import CachingModel, CompletionCache
 from ._testmodel import IdealReference, oracle_model

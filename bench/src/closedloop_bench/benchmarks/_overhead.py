@@ -7,7 +7,10 @@ Each loop's time per step, less the time the model and tool calls take by themse
 LangGraph ``StateGraph`` (agent node, tools node, conditional edge), and closedloop's
 ``Agent`` with everything on (sensing, PID per step type, ESO and protocols, the effect
 ledger, the JSONL trace, compare-and-set state on SQLite), in three storage settings.
-Variants run interleaved, round after round, and the median round counts.
+Variants run interleaved, round after round, and the median round counts. CPU time per
+step is compared too (on a shared machine the wall time measures the neighbours), the
+synced commits a step makes on SQLite are counted, and a few extra rounds of the
+closedloop variants run under ``cProfile`` to show where the time goes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import MemoryStore, SQLiteStore, StateStore
 from closedloop.models import DEFAULT_REQUEST, Completion, MessagesInput, ModelRequest, Usage
 
+from ._overhead_profile import StepProfile, profile_loop, render_profiles
+
 __all__ = ["OverheadReport", "OverheadRow", "render_overhead", "run_overhead_bench"]
 
 MODEL_CALL_S = 0.010
@@ -52,6 +57,18 @@ class OverheadRow(BaseModel):
         description="median CPU time per step of this process, µs: on a loaded machine "
         "the wall time measures the neighbours, the CPU time still measures the loop",
     )
+    cpu_vs_langgraph: float | None = Field(
+        default=None,
+        description="CPU µs per step over the floor's, as a multiple of LangGraph's",
+    )
+    store_thread_cpu_us: float | None = Field(
+        default=None,
+        description="median CPU µs per step spent outside the event-loop thread "
+        "(SQLite's worker thread)",
+    )
+    commits_per_step: float | None = Field(
+        default=None, description="write transactions the store committed per step (SQLite)"
+    )
 
 
 class OverheadReport(BaseModel):
@@ -64,6 +81,10 @@ class OverheadReport(BaseModel):
     rows: list[OverheadRow]
     targets: dict[str, bool | None]
     notes: list[str]
+    floor_cpu_us: float | None = None
+    profiles: list[StepProfile] = Field(
+        default_factory=list, description="where the time goes: the top functions of a step"
+    )
 
 
 async def work(n: int) -> dict[str, int]:
@@ -196,20 +217,36 @@ def closedloop_run(
 # --- measuring ----------------------------------------------------------------------------
 
 
-async def _time(fn: Callable[[], Awaitable[Any]], model: ZeroLatencyModel) -> tuple[float, float]:
+async def _time(
+    fn: Callable[[], Awaitable[Any]], model: ZeroLatencyModel
+) -> tuple[float, float, float]:
+    """Wall seconds, process CPU seconds and this thread's CPU seconds of one run."""
     model.reset()
-    cpu, started = time.process_time(), time.perf_counter()
+    cpu, own, started = time.process_time(), time.thread_time(), time.perf_counter()
     await fn()
-    return time.perf_counter() - started, time.process_time() - cpu
+    wall = time.perf_counter() - started
+    return wall, time.process_time() - cpu, time.thread_time() - own
+
+
+PROFILED = ("closedloop, memory store, no trace", "closedloop, SQLite (synchronous=FULL, default)")
+"""The variants (by the start of their name) profiled after the timed rounds."""
 
 
 async def run_overhead_bench(
-    *, steps: int = 10, rounds: int = 30, warmup: int = 3, workdir: Path | None = None
+    *,
+    steps: int = 10,
+    rounds: int = 30,
+    warmup: int = 3,
+    workdir: Path | None = None,
+    profile_rounds: int = 5,
 ) -> OverheadReport:
-    """Measure every loop ``rounds`` times (after ``warmup`` rounds) on ``steps`` steps."""
+    """Measure every loop ``rounds`` times (after ``warmup`` rounds) on ``steps`` steps,
+    then profile the memory-store and SQLite FULL variants for ``profile_rounds`` more
+    (0: no profile)."""
     require_int_at_least("steps", steps, 1)
     require_int_at_least("rounds", rounds, 3)
     require_int_at_least("warmup", warmup, 0)
+    require_int_at_least("profile_rounds", profile_rounds, 0)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         root = Path(tmp)
         model = ZeroLatencyModel(steps)
@@ -234,19 +271,48 @@ async def run_overhead_bench(
                 model, steps, sqlite("full", "FULL"), root / "traces-full"
             ),
         }
+        store_of = {
+            name: store
+            for name, store in zip(list(variants)[3:], stores, strict=True)
+            if isinstance(store, SQLiteStore)
+        }
         samples: dict[str, list[float]] = {name: [] for name in variants}
         cpu: dict[str, list[float]] = {name: [] for name in variants}
+        side: dict[str, list[float]] = {name: [] for name in variants}
+        commits: dict[str, int] = {}
+        profiles: list[StepProfile] = []
         try:
             for r in range(warmup + rounds):
+                if r == warmup:
+                    commits = {n: s.stats.commits for n, s in store_of.items()}
                 for name, fn in variants.items():
-                    seconds, cpu_seconds = await _time(fn, model)
+                    seconds, cpu_seconds, own = await _time(fn, model)
                     if r >= warmup:
                         samples[name].append(seconds / steps * 1e6)
                         cpu[name].append(cpu_seconds / steps * 1e6)
+                        side[name].append(max(0.0, cpu_seconds - own) / steps * 1e6)
+            per_step = {
+                n: (s.stats.commits - commits.get(n, 0)) / (rounds * steps)
+                for n, s in store_of.items()
+            }
+            if profile_rounds:
+                for name, fn in variants.items():
+                    if name.startswith(PROFILED):
+                        profiles.append(
+                            await profile_loop(
+                                name, fn, model.reset, steps=steps, rounds=profile_rounds
+                            )
+                        )
         finally:
             for store in stores:
                 await store.close()
-    return _report(steps, rounds, samples, cpu)
+    report = _report(steps, rounds, samples, cpu, side=side, commits=per_step)
+    return report.model_copy(update={"profiles": profiles})
+
+
+def _median(values: Mapping[str, Sequence[float]] | None, name: str) -> float | None:
+    found = None if values is None else values.get(name)
+    return statistics.median(found) if found else None
 
 
 def _report(
@@ -254,14 +320,24 @@ def _report(
     rounds: int,
     samples: Mapping[str, Sequence[float]],
     cpu: Mapping[str, Sequence[float]] | None = None,
+    *,
+    side: Mapping[str, Sequence[float]] | None = None,
+    commits: Mapping[str, float] | None = None,
 ) -> OverheadReport:
     names = list(samples)
     floor = statistics.median(samples[names[0]])
     medians = {n: statistics.median(v) for n, v in samples.items()}
     graph = medians["LangGraph StateGraph"] - floor
+    floor_cpu = _median(cpu, names[0])
+    graph_cpu = _median(cpu, "LangGraph StateGraph")
+    graph_cpu_over = None if graph_cpu is None else graph_cpu - (floor_cpu or 0.0)
     rows = []
     for name in names[1:]:
         overhead = max(0.0, medians[name] - floor)
+        own_cpu = _median(cpu, name)
+        ratio = None
+        if own_cpu is not None and graph_cpu_over is not None and graph_cpu_over > 0:
+            ratio = max(0.0, own_cpu - (floor_cpu or 0.0)) / graph_cpu_over
         rows.append(
             OverheadRow(
                 loop=name,
@@ -270,44 +346,87 @@ def _report(
                 vs_langgraph=overhead / graph if graph > 0 else None,
                 share_of_10ms_call=overhead / (MODEL_CALL_S * 1e6),
                 rounds=[round(x, 2) for x in samples[name]],
-                cpu_us=statistics.median(cpu[name]) if cpu and cpu.get(name) else None,
+                cpu_us=own_cpu,
+                cpu_vs_langgraph=ratio,
+                store_thread_cpu_us=_median(side, name),
+                commits_per_step=None if commits is None else commits.get(name),
             )
         )
     full = next(r for r in rows if "FULL" in r.loop)
+    memory = next(r for r in rows if "memory store" in r.loop)
     targets: dict[str, bool | None] = {
         "closedloop (SQLite FULL + trace) <= 1/10 of LangGraph's overhead": None
         if full.vs_langgraph is None
         else full.vs_langgraph <= 0.1,
         "closedloop (SQLite FULL + trace) < 1 % of a 10 ms model call": full.share_of_10ms_call
         < 0.01,
+        "closedloop (memory store) CPU <= 0.25 x LangGraph's": _at_most(
+            memory.cpu_vs_langgraph, 0.25
+        ),
+        "closedloop (SQLite FULL + trace) CPU <= 1.5 x LangGraph's": _at_most(
+            full.cpu_vs_langgraph, 1.5
+        ),
+        "closedloop (SQLite FULL + trace) <= 2 synced commits per step": _at_most(
+            full.commits_per_step, 2.0
+        ),
     }
     notes = [
         f"{steps} tool steps and a final answer per round; median of {rounds} rounds; "
         "overhead = per-step time less the floor (the same model and tool calls made directly)",
         "closedloop's tool is a 'once' effect: each step also claims and commits a ledger "
         "record, and saves the task state by compare-and-set",
+        "CPU × LangGraph = (CPU µs per step less the floor's) over LangGraph's; "
+        "commits/step = write transactions SQLite committed, each one fsync under FULL",
     ]
     return OverheadReport(
-        steps=steps, rounds=rounds, floor_us=floor, rows=rows, targets=targets, notes=notes
+        steps=steps,
+        rounds=rounds,
+        floor_us=floor,
+        rows=rows,
+        targets=targets,
+        notes=notes,
+        floor_cpu_us=floor_cpu,
     )
+
+
+def _at_most(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value <= limit
 
 
 def render_overhead(report: OverheadReport, console: Console) -> None:
     """The table of µs per step and the targets."""
     table = Table(title=f"per-step overhead ({report.steps} steps, floor {report.floor_us:.1f} µs)")
-    for col in ("loop", "µs/step", "CPU µs/step", "overhead µs", "× LangGraph", "% of 10 ms call"):
+    columns = (
+        "loop",
+        "µs/step",
+        "CPU µs/step",
+        "CPU × LangGraph",
+        "store thread CPU µs",
+        "commits/step",
+        "overhead µs",
+        "× LangGraph",
+        "% of 10 ms call",
+    )
+    for col in columns:
         table.add_column(col, justify="left" if col == "loop" else "right")
+
+    def cell(value: float | None, digits: int = 1) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
+
     for row in report.rows:
-        ratio = "—" if row.vs_langgraph is None else f"{row.vs_langgraph:.2f}"
         table.add_row(
             row.loop,
             f"{row.per_step_us:.1f}",
-            "—" if row.cpu_us is None else f"{row.cpu_us:.1f}",
+            cell(row.cpu_us),
+            cell(row.cpu_vs_langgraph, 2),
+            cell(row.store_thread_cpu_us),
+            cell(row.commits_per_step, 2),
             f"{row.overhead_us:.1f}",
-            ratio,
+            cell(row.vs_langgraph, 2),
             f"{100 * row.share_of_10ms_call:.2f}",
         )
     console.print(table)
+    render_profiles(report.profiles, console)
     for target, met in report.targets.items():
         verdict = "n/a" if met is None else ("met" if met else "NOT met")
         console.print(f"{target}: {verdict}", highlight=False)

@@ -32,6 +32,7 @@ from closedloop._validation import require_int_at_least, require_non_negative
 from closedloop.agent import TraceSink
 from closedloop.feedback import MemoryStore
 from closedloop.models import MeteredModel
+
 from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks
 from ._models import ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict

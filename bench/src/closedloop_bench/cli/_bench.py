@@ -248,11 +248,16 @@ def overhead(
     out: Annotated[Path, typer.Option(help="Folder for overhead.json.")] = Path(
         "runs/bench-overhead"
     ),
+    profile_rounds: Annotated[
+        int, typer.Option(help="Extra rounds under cProfile (where the time goes; 0: none).")
+    ] = 5,
 ) -> None:
     """Per-step cost of the loop itself: closedloop vs a plain loop vs LangGraph."""
     from ..benchmarks import render_overhead, run_overhead_bench, write_json
 
-    report = asyncio.run(run_overhead_bench(steps=steps, rounds=rounds))
+    report = asyncio.run(
+        run_overhead_bench(steps=steps, rounds=rounds, profile_rounds=profile_rounds)
+    )
     render_overhead(report, _out)
     path = write_json(report, out / "overhead.json")
     _out.print(f"report: {path}")

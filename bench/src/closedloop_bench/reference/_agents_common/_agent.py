@@ -33,6 +33,7 @@ from closedloop.agent import Task as AgentTask
 from closedloop.agent._control import ControllerBank
 from closedloop.feedback import HandoverQueue, MemoryStore, StateStore
 from closedloop.models import DEFAULT_REQUEST, Completion, Model, ModelRequest, Usage, load_model
+
 from .._cities import CityNormaliser
 from .._tasks import ReferenceTask
 from .._tools import WorldTools

@@ -9,6 +9,7 @@ from typing import Any
 from closedloop.agent import TaskState
 from closedloop.execution import AtomicAction, canonical_json, normalise
 from closedloop.models import Model, ModelRequest
+
 from ._text import Lang
 
 __all__ = [

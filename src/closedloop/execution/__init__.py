@@ -10,6 +10,26 @@ from __future__ import annotations
 
 from types import FunctionType
 
+from .._policy import (
+    PROGRAMMING_ERRORS,
+    AllOf,
+    AnyOf,
+    Policy,
+    PolicyState,
+    RetryPolicy,
+    Wait,
+    WaitSum,
+    retry_if_exception,
+    retry_if_exception_type,
+    retry_never,
+    stop_after_attempt,
+    stop_after_backoff,
+    wait_exponential,
+    wait_fixed,
+    wait_jitter,
+    wait_none,
+    wait_random,
+)
 from ._action import (
     AtomicAction,
     CheckFn,
@@ -24,29 +44,27 @@ from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._executor import Executor, execute, execute_sync
 from ._ledger import CompensationResult, EffectLedger, RecordStore
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
-from ._retry import (
-    PROGRAMMING_ERRORS,
-    RetryIf,
-    RetryIfAll,
-    RetryIfAny,
-    RetryIfException,
-    RetryIfPredicate,
-    RetryNever,
-    RetryPolicy,
-    RetryState,
-    Stop,
-    StopAfterAttempt,
-    StopAfterDelay,
-    StopAll,
-    StopAny,
-    Wait,
-    WaitExponential,
-    WaitFixed,
-    WaitFullJitter,
-    WaitNone,
-    WaitRandom,
-    WaitSum,
-)
+
+# The executor's retry policy is the one policy algebra of closedloop.policy. The names
+# below are the ones this package exported before the algebra was shared, kept as
+# deprecated aliases for one release (docs/migration.md maps each to its new name).
+RetryState = PolicyState
+Stop = Policy
+RetryIf = Policy
+StopAny = AnyOf
+StopAll = AllOf
+RetryIfAny = AnyOf
+RetryIfAll = AllOf
+StopAfterAttempt = stop_after_attempt
+StopAfterDelay = stop_after_backoff
+RetryIfException = retry_if_exception_type
+RetryIfPredicate = retry_if_exception
+RetryNever = retry_never
+WaitNone = wait_none
+WaitFixed = wait_fixed
+WaitExponential = wait_exponential
+WaitRandom = wait_random
+WaitFullJitter = wait_jitter
 
 __all__ = [
     "DEFAULT_VOLATILE_FIELDS",

@@ -19,10 +19,10 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
+from .._policy import PROGRAMMING_ERRORS
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
 from ._effect import EffectRecord, EffectStatus
-from ._retry import PROGRAMMING_ERRORS
 
 __all__ = [
     "CompensationResult",

@@ -4,7 +4,7 @@ Each driver runs ``attempt(n)``, builds the :class:`PolicyState` of what happene
 result or the error, the time elapsed on the injected clock, the backoff slept so far and
 the facts ``observe`` adds), asks the policy for one :class:`PolicyDecision`, and either
 ends or sleeps through the injected ``sleep`` and tries again. The two drivers share
-every decision (``_Loop``); only calling and sleeping differ. Tests pass a recording
+every decision (one generator, ``_plan``); only calling and sleeping differ. Tests pass a recording
 sleep and a fake clock and never wait.
 """
 
@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import FunctionType
 from typing import Any, Generic, TypeVar, cast
@@ -61,46 +61,61 @@ class Retried(Generic[T]):
         return cast(T, self.value)
 
 
-class _Loop:
-    """The bookkeeping both drivers share: one state per attempt, one decision each."""
+@dataclass(frozen=True, slots=True)
+class _Try:
+    """The plan's next step: make attempt ``n``, first backing off as the decision in
+    ``retry`` says; ``retry`` is ``(state, decision)``, ``None`` before the first attempt."""
 
-    __slots__ = ("attempt", "clock", "delays", "judge_results", "observe", "policy", "rng", "start")
+    n: int
+    retry: tuple[PolicyState, PolicyDecision] | None = None
 
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        clock: Callable[[], float],
-        rng: random.Random | None,
-        observe: Observe | None,
-    ) -> None:
-        if not isinstance(policy, RetryPolicy):
-            raise ConfigurationError("policy", policy, "must be a RetryPolicy")
-        self.policy = policy
-        self.clock = clock
-        self.rng = rng if rng is not None else random.Random(0)
-        self.observe = observe
-        # A returned attempt needs no judging when nothing can fire on it: the common
-        # case (retry on exceptions only) then costs no state and no decision.
-        self.judge_results = observe is not None or policy.retry.fires_on_results()
-        self.start = clock()
-        self.attempt = 0
-        self.delays: tuple[float, ...] = ()
 
-    def judge(self, value: Any, error: BaseException | None) -> tuple[PolicyState, PolicyDecision]:
-        facts = {} if self.observe is None else dict(self.observe(self.attempt, value, error))
+_Outcome = tuple[Any, BaseException | None]
+_Plan = Generator[_Try | Retried[Any], _Outcome, None]
+
+
+def _plan(
+    policy: RetryPolicy,
+    clock: Callable[[], float],
+    rng: random.Random | None,
+    observe: Observe | None,
+) -> _Plan:
+    """Every decision of the retry loop, shared by both drivers (tenacity's ``iter``).
+
+    It yields a :class:`_Try` and is sent back the attempt's ``(value, error)``, until it
+    yields the :class:`Retried` that ends the loop. The drivers only sleep and call.
+    """
+    if not isinstance(policy, RetryPolicy):
+        raise ConfigurationError("policy", policy, "must be a RetryPolicy")
+    rng = rng if rng is not None else random.Random(0)
+    # A returned attempt needs no judging when nothing can fire on it: the common
+    # case (retry on exceptions only) then costs no state and no decision.
+    judge_results = observe is not None or policy.retry.fires_on_results()
+    start = clock()
+    delays: tuple[float, ...] = ()
+    attempt = 1
+    value, error = yield _Try(attempt)
+    while True:
+        if error is None and not judge_results:
+            yield Retried(value, None, attempt, delays)
+            return
+        facts = {} if observe is None else dict(observe(attempt, value, error))
         state = PolicyState(
-            attempt=self.attempt,
-            elapsed_s=max(0.0, self.clock() - self.start),
+            attempt=attempt,
+            elapsed_s=max(0.0, clock() - start),
             outcome=value,
             error=error,
-            slept_s=sum(self.delays),
+            slept_s=sum(delays),
             facts=facts,
-            rng=self.rng,
+            rng=rng,
         )
-        return state, self.policy.decide(state)
-
-    def end(self, value: Any, error: BaseException | None, reason: Any = None) -> Retried[Any]:
-        return Retried(value, error, self.attempt, self.delays, reason)
+        decision = policy.decide(state)
+        if decision.verdict is Verdict.STOP:
+            yield Retried(value, error, attempt, delays, decision.reason)
+            return
+        delays = (*delays, decision.delay_s)
+        attempt += 1
+        value, error = yield _Try(attempt, (state, decision))
 
 
 def retry_sync(
@@ -120,26 +135,21 @@ def retry_sync(
     not an ``Exception`` propagate at once; other errors are judged like results.
     ``before_sleep(state, decision)`` sees each retry before its wait.
     """
-    loop = _Loop(policy, clock, rng, observe)
-    while True:
-        loop.attempt += 1
-        value: Any = None
-        error: BaseException | None = None
+    plan = _plan(policy, clock, rng, observe)
+    step = next(plan)
+    while isinstance(step, _Try):
+        if step.retry is not None:
+            if before_sleep is not None:
+                before_sleep(*step.retry)
+            sleep(step.retry[1].delay_s)
         try:
-            value = attempt(loop.attempt)
+            outcome: _Outcome = (attempt(step.n), None)
         except passthrough:
             raise
         except Exception as exc:
-            error = exc
-        if error is None and not loop.judge_results:
-            return cast(Retried[T], loop.end(value, None))
-        state, decision = loop.judge(value, error)
-        if decision.verdict is Verdict.STOP:
-            return cast(Retried[T], loop.end(value, error, decision.reason))
-        if before_sleep is not None:
-            before_sleep(state, decision)
-        loop.delays = (*loop.delays, decision.delay_s)
-        sleep(decision.delay_s)
+            outcome = (None, exc)
+        step = plan.send(outcome)
+    return cast(Retried[T], step)
 
 
 async def retry_async(
@@ -157,28 +167,22 @@ async def retry_async(
 
     ``before_sleep`` may be sync or async.
     """
-    loop = _Loop(policy, clock, rng, observe)
-    while True:
-        loop.attempt += 1
-        value: Any = None
-        error: BaseException | None = None
+    plan = _plan(policy, clock, rng, observe)
+    step = next(plan)
+    while isinstance(step, _Try):
+        if step.retry is not None:
+            pending = None if before_sleep is None else before_sleep(*step.retry)
+            if inspect.isawaitable(pending):
+                await pending
+            await sleep(step.retry[1].delay_s)
         try:
-            value = await attempt(loop.attempt)
+            outcome: _Outcome = (await attempt(step.n), None)
         except passthrough:
             raise
         except Exception as exc:
-            error = exc
-        if error is None and not loop.judge_results:
-            return cast(Retried[T], loop.end(value, None))
-        state, decision = loop.judge(value, error)
-        if decision.verdict is Verdict.STOP:
-            return cast(Retried[T], loop.end(value, error, decision.reason))
-        if before_sleep is not None:
-            pending = before_sleep(state, decision)
-            if inspect.isawaitable(pending):
-                await pending
-        loop.delays = (*loop.delays, decision.delay_s)
-        await sleep(decision.delay_s)
+            outcome = (None, exc)
+        step = plan.send(outcome)
+    return cast(Retried[T], step)
 
 
 # Public names show as closedloop.policy.X in reprs and docs (httpx does the same).

@@ -10,16 +10,11 @@ clipped output rather than an integral, a saturated actuator cannot wind it up: 
 
 from __future__ import annotations
 
-import math
-
 from .._exceptions import ConfigurationError
 from .._validation import require_finite, require_positive
-from ._pid import _DERIVATIVE_ON, _choice, _clamp, _Tunable
+from ._pid import _DERIVATIVE_ON, _check_update, _choice, _clamp, _Tunable
 
 __all__ = ["IncrementalPID"]
-
-_INF = math.inf
-_isfinite = math.isfinite
 
 
 class IncrementalPID(_Tunable):
@@ -57,6 +52,8 @@ class IncrementalPID(_Tunable):
     _last_error: float | None
     _last_input: float
 
+    # The first keywords repeat PID's on purpose: each controller spells out its own
+    # signature; the checks behind them are shared (_Tunable, _check_update).
     def __init__(
         self,
         kp: float,
@@ -77,18 +74,11 @@ class IncrementalPID(_Tunable):
 
     def __call__(self, measurement: float, dt: float | None = None) -> float:
         """Update with ``measurement`` over ``dt`` seconds and return the new output."""
-        try:
-            finite = _isfinite(measurement)
-        except TypeError:
-            raise ConfigurationError("measurement", measurement, "must be a real number") from None
-        if not finite:
-            raise ConfigurationError("measurement", measurement, "must be finite")
+        _check_update(measurement, dt)
         if dt is None:
             dt = self._default_dt
             if dt is None:
                 raise ConfigurationError("dt", dt, "give dt per call or a default dt")
-        elif not 0.0 < dt < _INF:
-            raise ConfigurationError("dt", dt, "must be finite and > 0")
 
         error = self._setpoint - measurement
         last_error = self._last_error

@@ -45,6 +45,18 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> int:
     return allowed.index(value)
 
 
+def _check_update(measurement: float, dt: float | None) -> None:
+    """The checks every PID update makes: a finite measurement and a finite ``dt`` > 0."""
+    try:
+        finite = _isfinite(measurement)
+    except TypeError:
+        raise ConfigurationError("measurement", measurement, "must be a real number") from None
+    if not finite:
+        raise ConfigurationError("measurement", measurement, "must be finite")
+    if dt is not None and not 0.0 < dt < _INF:
+        raise ConfigurationError("dt", dt, "must be finite and > 0")
+
+
 def _gains(tunings: tuple[float, float, float]) -> tuple[float, float, float]:
     try:
         kp, ki, kd = tunings
@@ -216,14 +228,7 @@ class PID(_Tunable):
         In manual mode, or when called sooner than ``sample_time``, the last output is
         returned and nothing changes.
         """
-        try:
-            finite = _isfinite(measurement)
-        except TypeError:
-            raise ConfigurationError("measurement", measurement, "must be a real number") from None
-        if not finite:
-            raise ConfigurationError("measurement", measurement, "must be finite")
-        if dt is not None and not 0.0 < dt < _INF:
-            raise ConfigurationError("dt", dt, "must be finite and > 0")
+        _check_update(measurement, dt)
         if not self._auto:
             return self._held_output()
         now: float | None = None

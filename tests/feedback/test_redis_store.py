@@ -345,15 +345,15 @@ async def test_a_resent_write_that_lost_to_another_is_reported_unknown(
     a conflict can be claimed, and update() must not run fn again on top of it."""
     a, b = workers
     await a.create("s", {"n": 0})
-    script = a._put
+    script = a._lua_put
 
     async def applied_then_overtaken(**kwargs: Any) -> Any:
         await script(**kwargs)
         await b.put("s", {"n": 50}, expected_version=2)
-        setattr(a, "_put", script)  # noqa: B010
+        setattr(a, "_lua_put", script)  # noqa: B010
         raise RedisConnectionError("Connection reset by peer (simulated)")
 
-    a._put = applied_then_overtaken  # type: ignore[assignment]
+    a._lua_put = applied_then_overtaken  # type: ignore[assignment]
     with pytest.raises(StoreUnavailableError, match="may or may not have been applied"):
         await a.update("s", lambda s: {"n": s.data["n"] + 1})  # type: ignore[operator]
     snap = await b.get("s")

@@ -98,17 +98,11 @@ class MemoryStore(BaseStore):
             )
         return s
 
-    # --- sessions ------------------------------------------------------------------------
+    # --- sessions (the checks are BaseStore's) ------------------------------------------
 
-    async def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    async def _create(
+        self, session_id: str, plain: dict[str, Any], text: str, ttl: float | None
     ) -> Snapshot:
-        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
-        session_id = self._check_session_id(session_id)
-        ttl = self._check_ttl(ttl_s)
-        plain, _ = self._check_document(
-            {} if data is None else data, argument="data", what=f"session {session_id!r}"
-        )
         now = await self._enter()
         with self._lock:
             old = self._sessions.get(session_id)
@@ -126,27 +120,20 @@ class MemoryStore(BaseStore):
             self._sessions[session_id] = s
         return _snapshot(session_id, s, now)
 
-    async def get(self, session_id: str) -> Snapshot:
-        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
-        session_id = self._check_session_id(session_id)
+    async def _get(self, session_id: str) -> Snapshot:
         now = await self._enter()
         with self._lock:
             s = self._live(session_id, now)
         return _snapshot(session_id, s, now)
 
-    async def put(
+    async def _put(
         self,
         session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
     ) -> Snapshot:
-        """Replace the session's data if it is still at ``expected_version``."""
-        session_id = self._check_session_id(session_id)
-        expected = self._check_expected_version(expected_version)
-        plain, _ = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        ttls = self._check_field_ttls(field_ttl_s, plain)
         now = await self._enter()
         with self._lock:
             old = self._live(session_id, now)
@@ -164,13 +151,7 @@ class MemoryStore(BaseStore):
             self._sessions[session_id] = s
         return _snapshot(session_id, s, now)
 
-    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
-        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
-
-        The version does not change: a renewal is not a write of the data.
-        """
-        session_id = self._check_session_id(session_id)
-        ttl = self._check_ttl(ttl_s)
+    async def _touch(self, session_id: str, ttl: float | None) -> Snapshot:
         now = await self._enter()
         with self._lock:
             old = self._live(session_id, now)
@@ -179,19 +160,13 @@ class MemoryStore(BaseStore):
             self._sessions[session_id] = s
         return _snapshot(session_id, s, now)
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session; True if a live one was removed."""
-        session_id = self._check_session_id(session_id)
+    async def _delete(self, session_id: str) -> bool:
         now = await self._enter()
         with self._lock:
             s = self._sessions.pop(session_id, None)
         return s is not None and not s.expired(now)
 
-    async def gc(self) -> int:
-        """Delete expired sessions and expired fields; return how many of both were removed.
-
-        Dropping an expired field does not change the version: readers never saw it.
-        """
+    async def _gc(self) -> tuple[int, int]:
         now = await self._enter()
         sessions = fields = 0
         with self._lock:
@@ -210,68 +185,40 @@ class MemoryStore(BaseStore):
                     data=MappingProxyType({k: v for k, v in s.data.items() if k not in gone}),
                     field_expires=MappingProxyType(live),
                 )
-        self._counters.add("gc_sessions", sessions)
-        self._counters.add("gc_fields", fields)
-        return sessions + fields
+        return sessions, fields
 
     # --- records -------------------------------------------------------------------------
 
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-        ns_key = self._check_record_key(namespace, key)
+    async def _record_get(self, namespace: str, key: str) -> Record | None:
         await self._enter()
         with self._lock:
-            return self._records.get(ns_key)
+            return self._records.get((namespace, key))
 
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
+    async def _record_put(
+        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
     ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key, expected, plain, _ = self._check_record_write(
-            namespace, key, value, expected_version
-        )
-        now = await self._enter()
-        with self._lock:
-            old = self._records.get((namespace, key))
-            actual = None if old is None else old.version
-            if expected is not None and (actual or 0) != expected:
-                raise self._stale(record_name(namespace, key), expected, actual)
-            record = Record(
-                namespace=namespace,
-                key=key,
-                version=(actual or 0) + 1,
-                value=freeze_mapping(plain),
-                updated_at=now,
-            )
-            self._records[(namespace, key)] = record
-        return record
+        return (await self._write_records([(namespace, key, expected, plain, text)]))[0]
 
     async def record_put_many(
         self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
     ) -> list[Record]:
         """Conditional record writes, all or none: every version is checked first."""
-        checked: list[tuple[str, str, dict[str, Any], int | None]] = []
-        for namespace, key, value, expected_version in items:
-            namespace, key, expected, plain, _ = self._check_record_write(
-                namespace, key, value, expected_version
-            )
-            checked.append((namespace, key, plain, expected))
+        return await self._write_records(self._check_record_writes(items))
+
+    async def _write_records(
+        self, checked: list[tuple[str, str, int | None, dict[str, Any], str]]
+    ) -> list[Record]:
         now = await self._enter()
         with self._lock:
             versions: dict[tuple[str, str], int] = {}
-            for namespace, key, _, expected in checked:
+            for namespace, key, expected, _, _ in checked:
                 old = self._records.get((namespace, key))
                 actual = versions.get((namespace, key), None if old is None else old.version)
                 if expected is not None and (actual or 0) != expected:
                     raise self._stale(record_name(namespace, key), expected, actual)
                 versions[(namespace, key)] = (actual or 0) + 1
             out = []
-            for namespace, key, plain, _ in checked:
+            for namespace, key, _, plain, _ in checked:
                 record = Record(
                     namespace=namespace,
                     key=key,
@@ -283,11 +230,7 @@ class MemoryStore(BaseStore):
                 out.append(record)
         return out
 
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-        namespace, _ = self._check_record_key(namespace, "-")
-        if not isinstance(prefix, str):
-            raise ConfigurationError("prefix", prefix, "must be a string")
+    async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
         await self._enter()
         with self._lock:
             found = [
@@ -297,12 +240,10 @@ class MemoryStore(BaseStore):
             ]
         return sorted(found, key=lambda r: r.key)
 
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
-        ns_key = self._check_record_key(namespace, key)
+    async def _record_delete(self, namespace: str, key: str) -> bool:
         await self._enter()
         with self._lock:
-            return self._records.pop(ns_key, None) is not None
+            return self._records.pop((namespace, key), None) is not None
 
     async def close(self) -> None:
         """Refuse further operations. The data is dropped with the object."""

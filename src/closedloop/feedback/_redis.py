@@ -115,15 +115,15 @@ class RedisStore(BaseStore):
         self._record_prefix = f"{tag}:r:"
         self._record_index_prefix = f"{tag}:ri:"
         register = self._client.register_script
-        self._create: AsyncScript = register(CREATE)
-        self._put: AsyncScript = register(PUT)
-        self._touch: AsyncScript = register(TOUCH)
-        self._delete: AsyncScript = register(DELETE)
-        self._gc_sessions: AsyncScript = register(GC_SESSIONS)
-        self._gc_fields: AsyncScript = register(GC_FIELDS)
-        self._record_put: AsyncScript = register(RECORD_PUT)
-        self._record_delete: AsyncScript = register(RECORD_DELETE)
-        self._record_list: AsyncScript = register(RECORD_LIST)
+        self._lua_create: AsyncScript = register(CREATE)
+        self._lua_put: AsyncScript = register(PUT)
+        self._lua_touch: AsyncScript = register(TOUCH)
+        self._lua_delete: AsyncScript = register(DELETE)
+        self._lua_gc_sessions: AsyncScript = register(GC_SESSIONS)
+        self._lua_gc_fields: AsyncScript = register(GC_FIELDS)
+        self._lua_record_put: AsyncScript = register(RECORD_PUT)
+        self._lua_record_delete: AsyncScript = register(RECORD_DELETE)
+        self._lua_record_list: AsyncScript = register(RECORD_LIST)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -168,17 +168,11 @@ class RedisStore(BaseStore):
         """Check that Redis answers; ``StoreUnavailableError`` if it does not."""
         await self._call("ping", lambda: self._redis().ping())
 
-    # --- sessions ------------------------------------------------------------------------
+    # --- sessions (the checks are BaseStore's) ------------------------------------------------------------------------
 
-    async def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    async def _create(
+        self, session_id: str, plain: dict[str, Any], text: str, ttl: float | None
     ) -> Snapshot:
-        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
-        session_id = self._check_session_id(session_id)
-        ttl = self._check_ttl(ttl_s)
-        plain, text = self._check_document(
-            {} if data is None else data, argument="data", what=f"session {session_id!r}"
-        )
         key = self._session_key(session_id)
         now = self._now()
         expires_at = None if ttl is None else now + ttl
@@ -195,7 +189,7 @@ class RedisStore(BaseStore):
         ]
         keys = [key, self._expiry_index, self._field_index]
         answer, resent = await self._call(
-            "create", lambda: self._create(keys=keys, args=args, client=self._redis())
+            "create", lambda: self._lua_create(keys=keys, args=args, client=self._redis())
         )
         if answer == "exists":
             if resent:
@@ -221,9 +215,7 @@ class RedisStore(BaseStore):
             )
         return SessionNotFoundError(f"session {session_id!r} not found")
 
-    async def get(self, session_id: str) -> Snapshot:
-        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
-        session_id = self._check_session_id(session_id)
+    async def _get(self, session_id: str) -> Snapshot:
         key = self._session_key(session_id)
         now = self._now()
         h = await self._hash(key)
@@ -233,16 +225,15 @@ class RedisStore(BaseStore):
             raise self._not_found(session_id, "expired", h["e"], now)
         return session_snapshot(session_id, h, now)
 
-    async def put(
+    async def _put(
         self,
         session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
     ) -> Snapshot:
-        """Replace the session's data if it is still at ``expected_version``."""
-        return await self._put_session(session_id, data, expected_version, field_ttl_s, ())
+        return await self._put_script(session_id, expected, plain, text, ttls, ())
 
     async def put_with_records(
         self,
@@ -260,20 +251,20 @@ class RedisStore(BaseStore):
         """
         if writes:
             await self.record_put_many(writes)
-        return await self._put_session(session_id, data, expected_version, None, records)
-
-    async def _put_session(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None,
-        records: Sequence[tuple[str, str, Mapping[str, Any]]],
-    ) -> Snapshot:
         session_id = self._check_session_id(session_id)
         expected = self._check_expected_version(expected_version)
         plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        ttls = self._check_field_ttls(field_ttl_s, plain)
+        return await self._put_script(session_id, expected, plain, text, {}, records)
+
+    async def _put_script(
+        self,
+        session_id: str,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
+        records: Sequence[tuple[str, str, Mapping[str, Any]]],
+    ) -> Snapshot:
         keys = [self._session_key(session_id), self._field_index]
         record_args: list[str] = []
         for namespace, key, value in records:
@@ -292,7 +283,7 @@ class RedisStore(BaseStore):
             args.extend((name, repr(now + ttl)))
         args.extend(record_args)
         reply, resent = await self._call(
-            "put", lambda: self._put(keys=keys, args=args, client=self._redis())
+            "put", lambda: self._lua_put(keys=keys, args=args, client=self._redis())
         )
         status, *rest = reply
         if status == "ok":
@@ -305,47 +296,35 @@ class RedisStore(BaseStore):
             raise self._stale(session_id, expected, int(rest[0]))
         raise self._not_found(session_id, status, rest[0], now)
 
-    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
-        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
-
-        The version does not change: a renewal is not a write of the data.
-        """
-        session_id = self._check_session_id(session_id)
-        ttl = self._check_ttl(ttl_s)
+    async def _touch(self, session_id: str, ttl: float | None) -> Snapshot:
         key = self._session_key(session_id)
         now = self._now()
         args = [session_id, repr(now), "" if ttl is None else repr(ttl), str(self._grace_ms)]
         keys = [key, self._expiry_index]
         reply, _ = await self._call(
-            "touch", lambda: self._touch(keys=keys, args=args, client=self._redis())
+            "touch", lambda: self._lua_touch(keys=keys, args=args, client=self._redis())
         )
         status, *rest = reply
         if status != "ok":
             raise self._not_found(session_id, status, rest[0], now)
         return session_snapshot(session_id, pairs(rest), now)
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session; True if a live one was removed."""
-        session_id = self._check_session_id(session_id)
+    async def _delete(self, session_id: str) -> bool:
         keys = [self._session_key(session_id), self._expiry_index, self._field_index]
         args = [session_id, repr(self._now())]
         removed, _ = await self._call(
-            "delete", lambda: self._delete(keys=keys, args=args, client=self._redis())
+            "delete", lambda: self._lua_delete(keys=keys, args=args, client=self._redis())
         )
         return bool(removed)
 
-    async def gc(self) -> int:
-        """Delete expired sessions and expired fields; return how many of both were removed.
-
-        Dropping an expired field does not change the version: readers never saw it.
-        """
+    async def _gc(self) -> tuple[int, int]:
         now = self._now()
         sessions = 0
         keys = [self._expiry_index, self._field_index]
         args = [repr(now), self._session_prefix, str(_GC_BATCH)]
         while True:
             (removed, seen), _ = await self._call(
-                "gc", lambda: self._gc_sessions(keys=keys, args=args, client=self._redis())
+                "gc", lambda: self._lua_gc_sessions(keys=keys, args=args, client=self._redis())
             )
             sessions += int(removed)
             if int(seen) < _GC_BATCH or not removed:
@@ -357,9 +336,7 @@ class RedisStore(BaseStore):
         )
         for session_id in cast(list[str], due):
             fields += await self._gc_session_fields(session_id, now)
-        self._counters.add("gc_sessions", sessions)
-        self._counters.add("gc_fields", fields)
-        return sessions + fields
+        return sessions, fields
 
     async def _gc_session_fields(self, session_id: str, now: float) -> int:
         key = self._session_prefix + session_id
@@ -380,7 +357,9 @@ class RedisStore(BaseStore):
                 "" if next_at is None else repr(next_at),
                 *gone,
             ]
-            script = functools.partial(self._gc_fields, keys=[key, self._field_index], args=args)
+            script = functools.partial(
+                self._lua_gc_fields, keys=[key, self._field_index], args=args
+            )
             dropped, _ = await self._call("gc", functools.partial(self._with_client, script))
             if int(dropped) != -1:
                 return max(0, int(dropped))
@@ -388,9 +367,7 @@ class RedisStore(BaseStore):
 
     # --- records -------------------------------------------------------------------------
 
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-        namespace, key = self._check_record_key(namespace, key)
+    async def _record_get(self, namespace: str, key: str) -> Record | None:
         table = self._record_keys(namespace)[0]
         field = encodable("key", key)
         stored, _ = await self._call(
@@ -399,18 +376,9 @@ class RedisStore(BaseStore):
         )
         return None if stored is None else stored_record(namespace, key, cast(str, stored))
 
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
+    async def _record_put(
+        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
     ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key, expected, plain, text = self._check_record_write(
-            namespace, key, value, expected_version
-        )
         name = record_name(namespace, key)
         keys = self._record_keys(namespace)
         now = self._now()
@@ -422,7 +390,7 @@ class RedisStore(BaseStore):
             text,
         ]
         reply, resent = await self._call(
-            "record_put", lambda: self._record_put(keys=keys, args=args, client=self._redis())
+            "record_put", lambda: self._lua_record_put(keys=keys, args=args, client=self._redis())
         )
         status, detail = reply
         if status == "stale":
@@ -438,11 +406,7 @@ class RedisStore(BaseStore):
             updated_at=now,
         )
 
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-        namespace, _ = self._check_record_key(namespace, "-")
-        if not isinstance(prefix, str):
-            raise ConfigurationError("prefix", prefix, "must be a string")
+    async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
         keys = self._record_keys(namespace)
         # Byte order of UTF-8 is code point order, and no UTF-8 byte is 0xff: every key
         # starting with the prefix sorts in [prefix, prefix + b"\xff").
@@ -452,17 +416,17 @@ class RedisStore(BaseStore):
         else:
             bounds = ["-", "+"]
         flat, _ = await self._call(
-            "record_list", lambda: self._record_list(keys=keys, args=bounds, client=self._redis())
+            "record_list",
+            lambda: self._lua_record_list(keys=keys, args=bounds, client=self._redis()),
         )
         return [stored_record(namespace, k, v) for k, v in pairs(flat).items()]
 
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
-        namespace, key = self._check_record_key(namespace, key)
+    async def _record_delete(self, namespace: str, key: str) -> bool:
         keys = self._record_keys(namespace)
         args = [encodable("key", key)]
         removed, _ = await self._call(
-            "record_delete", lambda: self._record_delete(keys=keys, args=args, client=self._redis())
+            "record_delete",
+            lambda: self._lua_record_delete(keys=keys, args=args, client=self._redis()),
         )
         return bool(removed)
 

@@ -133,7 +133,7 @@ class SQLiteStore(BaseStore):
                 raise
             raise StoreUnavailableError(f"state store {str(self.path)!r} is closed") from exc
 
-    # --- sessions ------------------------------------------------------------------------
+    # --- sessions (the checks are BaseStore's) ------------------------------------------------------------------------
 
     @staticmethod
     def _fetch(conn: sqlite3.Connection, session_id: str) -> Row | None:
@@ -150,15 +150,9 @@ class SQLiteStore(BaseStore):
             raise SessionNotFoundError(f"session {session_id!r} expired at {row[6]} (now {now})")
         return row
 
-    async def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
+    async def _create(
+        self, session_id: str, plain: dict[str, Any], text: str, ttl: float | None
     ) -> Snapshot:
-        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
-        session_id = self._check_session_id(session_id)
-        ttl = self._check_ttl(ttl_s)
-        _, text = self._check_document(
-            {} if data is None else data, argument="data", what=f"session {session_id!r}"
-        )
         now = self._now()
         expires_at = None if ttl is None else now + ttl
 
@@ -177,9 +171,7 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=True)
 
-    async def get(self, session_id: str) -> Snapshot:
-        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
-        session_id = self._check_session_id(session_id)
+    async def _get(self, session_id: str) -> Snapshot:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
@@ -187,19 +179,14 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=False)
 
-    async def put(
+    async def _put(
         self,
         session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
     ) -> Snapshot:
-        """Replace the session's data if it is still at ``expected_version``."""
-        session_id = self._check_session_id(session_id)
-        expected = self._check_expected_version(expected_version)
-        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        ttls = self._check_field_ttls(field_ttl_s, plain)
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
@@ -284,13 +271,7 @@ class SQLiteStore(BaseStore):
             )
         return row_snapshot(session_id, row, now)
 
-    async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
-        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
-
-        The version does not change: a renewal is not a write of the data.
-        """
-        session_id = self._check_session_id(session_id)
-        new_ttl = self._check_ttl(ttl_s)
+    async def _touch(self, session_id: str, new_ttl: float | None) -> Snapshot:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
@@ -305,9 +286,7 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=True)
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session; True if a live one was removed."""
-        session_id = self._check_session_id(session_id)
+    async def _delete(self, session_id: str) -> bool:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> bool:
@@ -319,11 +298,7 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=True)
 
-    async def gc(self) -> int:
-        """Delete expired sessions and expired fields; return how many of both were removed.
-
-        Dropping an expired field does not change the version: readers never saw it.
-        """
+    async def _gc(self) -> tuple[int, int]:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -349,17 +324,11 @@ class SQLiteStore(BaseStore):
                 )
             return sessions, fields
 
-        sessions, fields = await self._call(run, write=True)
-        self._counters.add("gc_sessions", sessions)
-        self._counters.add("gc_fields", fields)
-        return sessions + fields
+        return await self._call(run, write=True)
 
     # --- records -------------------------------------------------------------------------
 
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-        namespace, key = self._check_record_key(namespace, key)
-
+    async def _record_get(self, namespace: str, key: str) -> Record | None:
         def run(conn: sqlite3.Connection) -> Record | None:
             row = conn.execute(
                 "SELECT namespace, key, version, value, updated_at FROM records "
@@ -370,18 +339,9 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=False)
 
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
+    async def _record_put(
+        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
     ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-        namespace, key, expected, plain, text = self._check_record_write(
-            namespace, key, value, expected_version
-        )
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Record:
@@ -393,19 +353,14 @@ class SQLiteStore(BaseStore):
         self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
     ) -> list[Record]:
         """Conditional record writes, all or none, in one transaction."""
-        checked: list[tuple[str, str, dict[str, Any], str, int | None]] = []
-        for namespace, key, value, expected_version in items:
-            namespace, key, expected, plain, text = self._check_record_write(
-                namespace, key, value, expected_version
-            )
-            checked.append((namespace, key, plain, text, expected))
+        checked = self._check_record_writes(items)
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> list[Record]:
             # A conflict raises out of the loop: the transaction rolls back whole.
             return [
                 self._write_record(conn, namespace, key, plain, text, expected, now)
-                for namespace, key, plain, text, expected in checked
+                for namespace, key, expected, plain, text in checked
             ]
 
         return await self._call(run, write=True)
@@ -440,12 +395,7 @@ class SQLiteStore(BaseStore):
             updated_at=now,
         )
 
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-        namespace, _ = self._check_record_key(namespace, "-")
-        if not isinstance(prefix, str):
-            raise ConfigurationError("prefix", prefix, "must be a string")
-
+    async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
         def run(conn: sqlite3.Connection) -> list[Record]:
             # substr, not LIKE: LIKE folds ASCII case and treats % and _ as wildcards.
             rows = conn.execute(
@@ -457,10 +407,7 @@ class SQLiteStore(BaseStore):
 
         return await self._call(run, write=False)
 
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
-        namespace, key = self._check_record_key(namespace, key)
-
+    async def _record_delete(self, namespace: str, key: str) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
                 "DELETE FROM records WHERE namespace = ? AND key = ?", (namespace, key)

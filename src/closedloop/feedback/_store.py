@@ -225,19 +225,25 @@ class BaseStore(ABC):
     def _now(self) -> float:
         return float(self._clock())
 
-    # --- what a backend implements ------------------------------------------------------
+    # --- the operations: checks here, storage in the backend's primitives ----------------
+    # Each public operation checks its arguments once, for every backend, then calls the
+    # primitive of the same name with an underscore, which sees only checked values.
 
-    @abstractmethod
     async def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
     ) -> Snapshot:
         """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
+        session_id = self._check_session_id(session_id)
+        ttl = self._check_ttl(ttl_s)
+        plain, text = self._check_document(
+            {} if data is None else data, argument="data", what=f"session {session_id!r}"
+        )
+        return await self._create(session_id, plain, text, ttl)
 
-    @abstractmethod
     async def get(self, session_id: str) -> Snapshot:
         """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
+        return await self._get(self._check_session_id(session_id))
 
-    @abstractmethod
     async def put(
         self,
         session_id: str,
@@ -247,24 +253,37 @@ class BaseStore(ABC):
         field_ttl_s: Mapping[str, float] | None = None,
     ) -> Snapshot:
         """Replace the session's data if it is still at ``expected_version``."""
+        session_id = self._check_session_id(session_id)
+        expected = self._check_expected_version(expected_version)
+        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
+        ttls = self._check_field_ttls(field_ttl_s, plain)
+        return await self._put(session_id, expected, plain, text, ttls)
 
-    @abstractmethod
     async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
-        """Renew the session's TTL from now (``ttl_s``, or the one it was created with)."""
+        """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
 
-    @abstractmethod
+        The version does not change: a renewal is not a write of the data.
+        """
+        return await self._touch(self._check_session_id(session_id), self._check_ttl(ttl_s))
+
     async def delete(self, session_id: str) -> bool:
         """Remove the session; True if a live one was removed."""
+        return await self._delete(self._check_session_id(session_id))
 
-    @abstractmethod
     async def gc(self) -> int:
-        """Delete expired sessions and expired fields; return how many of both were removed."""
+        """Delete expired sessions and expired fields; return how many of both were removed.
 
-    @abstractmethod
+        Dropping an expired field does not change the version: readers never saw it.
+        """
+        sessions, fields = await self._gc()
+        self._counters.add("gc_sessions", sessions)
+        self._counters.add("gc_fields", fields)
+        return sessions + fields
+
     async def record_get(self, namespace: str, key: str) -> Record | None:
         """The record, or None if there is none."""
+        return await self._record_get(*self._check_record_key(namespace, key))
 
-    @abstractmethod
     async def record_put(
         self,
         namespace: str,
@@ -274,18 +293,77 @@ class BaseStore(ABC):
         expected_version: int | None = None,
     ) -> Record:
         """Write a record: unconditionally (None), only if absent (0), or only at version N."""
+        return await self._record_put(
+            *self._check_record_write(namespace, key, value, expected_version)
+        )
 
-    @abstractmethod
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
+        namespace, _ = self._check_record_key(namespace, "-")
+        if not isinstance(prefix, str):
+            raise ConfigurationError("prefix", prefix, "must be a string")
+        return await self._record_list(namespace, prefix)
 
-    @abstractmethod
     async def record_delete(self, namespace: str, key: str) -> bool:
         """Remove a record; True if it existed."""
+        return await self._record_delete(*self._check_record_key(namespace, key))
 
     @abstractmethod
     async def close(self) -> None:
         """Release the backend; later operations raise ``StoreUnavailableError``."""
+
+    # --- what a backend implements ------------------------------------------------------
+
+    @abstractmethod
+    async def _create(
+        self, session_id: str, plain: dict[str, Any], text: str, ttl: float | None
+    ) -> Snapshot:
+        """Store a new session (``plain`` and its JSON ``text``) unless a live one exists."""
+
+    @abstractmethod
+    async def _get(self, session_id: str) -> Snapshot:
+        """The live session's snapshot."""
+
+    @abstractmethod
+    async def _put(
+        self,
+        session_id: str,
+        expected: int,
+        plain: dict[str, Any],
+        text: str,
+        ttls: Mapping[str, float],
+    ) -> Snapshot:
+        """Compare-and-set the live session's data; ``ttls`` are the fresh field TTLs."""
+
+    @abstractmethod
+    async def _touch(self, session_id: str, ttl: float | None) -> Snapshot:
+        """Renew the live session's TTL (``None``: the one it was created with)."""
+
+    @abstractmethod
+    async def _delete(self, session_id: str) -> bool:
+        """Remove the session; True if a live one was removed."""
+
+    @abstractmethod
+    async def _gc(self) -> tuple[int, int]:
+        """Delete expired sessions and fields; ``(sessions, fields)`` removed."""
+
+    @abstractmethod
+    async def _record_get(self, namespace: str, key: str) -> Record | None:
+        """The record, or None."""
+
+    @abstractmethod
+    async def _record_put(
+        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
+    ) -> Record:
+        """Write one checked record under the version rule of ``expected``."""
+
+    @abstractmethod
+    async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
+
+    @abstractmethod
+    async def _record_delete(self, namespace: str, key: str) -> bool:
+        """Remove a record; True if it existed."""
 
     async def put_with_records(
         self,
@@ -393,6 +471,12 @@ class BaseStore(ABC):
             value, argument="value", what=f"record {record_name(namespace, key)!r}"
         )
         return namespace, key, expected, plain, text
+
+    def _check_record_writes(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[tuple[str, str, int | None, dict[str, Any], str]]:
+        """:meth:`_check_record_write` for each ``(namespace, key, value, expected)``."""
+        return [self._check_record_write(*item) for item in items]
 
     @staticmethod
     def _check_ttl(ttl_s: float | None) -> float | None:

@@ -321,7 +321,7 @@ def _drop_first_reply(store: RedisStore, attribute: str) -> list[int]:
 async def test_a_resent_put_is_not_applied_twice(workers: tuple[RedisStore, RedisStore]) -> None:
     a, b = workers
     await a.create("s", {"n": 0})
-    calls = _drop_first_reply(a, "_put")
+    calls = _drop_first_reply(a, "_lua_put")
     result = await a.update("s", lambda s: {"n": s.data["n"] + 1})  # type: ignore[operator]
     assert len(calls) == 2  # it was sent twice ...
     assert (result.version, result.data["n"]) == (2, 1)  # ... and applied once
@@ -331,7 +331,7 @@ async def test_a_resent_put_is_not_applied_twice(workers: tuple[RedisStore, Redi
 
 async def test_a_resent_claim_still_wins(workers: tuple[RedisStore, RedisStore]) -> None:
     a, b = workers
-    calls = _drop_first_reply(a, "_record_put")
+    calls = _drop_first_reply(a, "_lua_record_put")
     record = await a.record_put("ledger", "k", {"by": "a"}, expected_version=0)
     assert len(calls) == 2 and record.version == 1
     with pytest.raises(StaleStateError):

@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
@@ -85,6 +85,10 @@ class StateStore(Protocol):
     Every part of closedloop that keeps state talks to this protocol; ``MemoryStore`` and
     ``SQLiteStore`` implement it. Values must be JSON-serialisable.
     """
+
+    # BaseStore, SyncStore and the wrappers (the service's ScopedStore, the agent's deferred
+    # writes) repeat these signatures on purpose: each forwards or implements the protocol
+    # method by method, and nothing but the signature is the same.
 
     async def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
@@ -441,12 +445,7 @@ class BaseStore(ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # --- argument and value checks -------------------------------------------------------

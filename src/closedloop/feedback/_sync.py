@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .._exceptions import ConfigurationError, StoreUnavailableError
@@ -52,6 +51,9 @@ class SyncStore:
         """The wrapped store's counters."""
         stats = getattr(self.store, "stats", None)
         return stats if isinstance(stats, StoreStats) else StoreStats()
+
+    # Each method repeats its StateStore signature, without async, on purpose: typed
+    # blocking twins, whose bodies only hand the call to the loop thread.
 
     def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
@@ -144,10 +146,5 @@ class SyncStore:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -12,7 +12,6 @@ import json
 import string
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
@@ -192,12 +191,7 @@ class HttpTool:
     async def __aenter__(self) -> HttpTool:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     # --- building the request ------------------------------------------------------

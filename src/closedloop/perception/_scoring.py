@@ -167,6 +167,13 @@ class ResponseScorer:
         self.confidence = confidence
         self.cache = cache
 
+    def _context(self, now: float, raw: Any = None, latency: float | None = None) -> dict[str, Any]:
+        """The keywords every observation of this source shares: who, when, what came back."""
+        context: dict[str, Any] = {"source": self.source, "timestamp": now, "latency_s": latency}
+        if raw is not None:  # Observation.timeout takes no raw answer
+            context["raw"] = raw
+        return context
+
     # --- answers with a status code -------------------------------------------------
 
     def score_response(
@@ -186,34 +193,26 @@ class ResponseScorer:
         retry_after = parse_retry_after(headers.get("retry-after"), now)
         if status == 429:
             return Observation.rate_limited(
-                source=self.source,
                 retry_after_s=retry_after,
-                timestamp=now,
-                raw=raw,
-                latency_s=latency,
+                **self._context(now, raw, latency),
             )
         if status >= 500:
             return self.fallback(key, f"HTTP {status}", raw, latency, now, retry_after)
         if not 200 <= status < 300:
             return Observation.failed(
                 f"HTTP {status}",
-                source=self.source,
                 confidence=self.confidence.client_error,
-                timestamp=now,
                 meaning=f"{self.source} refused the request (HTTP {status}); no data",
-                raw=raw,
-                latency_s=latency,
                 retry_after_s=retry_after,
+                **self._context(now, raw, latency),
             )
         if oversized_note is not None:
             return self.fallback(key, oversized_note, raw, latency, now)
         if not content.strip():
             return Observation.empty(
-                source=self.source,
                 confidence=self.confidence.no_content,
-                timestamp=now,
                 meaning=f"{EMPTY_MEANING} ({self.source} sent HTTP {status} with no body)",
-                latency_s=latency,
+                **self._context(now, latency=latency),
             )
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         data, problem = parse_body(content, charset)
@@ -255,12 +254,9 @@ class ResponseScorer:
         self.cache.put(key, value, now, empty=False)
         return Observation.ok(
             value,
-            source=self.source,
             confidence=self.confidence.ok,
-            timestamp=now,
             meaning=f"{self.source} answered with a complete result{served}",
-            raw=raw,
-            latency_s=latency,
+            **self._context(now, raw, latency),
         )
 
     def _empty(
@@ -268,13 +264,10 @@ class ResponseScorer:
     ) -> Observation:
         self.cache.put(key, value, now, empty=True)
         return Observation.empty(
-            source=self.source,
             value=value,
             confidence=self.confidence.empty,
-            timestamp=now,
             meaning=f"{EMPTY_MEANING} ({self.source}: {detail})",
-            raw=raw,
-            latency_s=latency,
+            **self._context(now, raw, latency),
         )
 
     def _partial(
@@ -303,15 +296,12 @@ class ResponseScorer:
             )
         return Observation.partial(
             value,
-            source=self.source,
             missing=missing,
             confidence=self.confidence.partial,
-            timestamp=now,
             meaning=meaning,
-            raw=raw,
-            latency_s=latency,
             age_s=age,
             error=problem,
+            **self._context(now, raw, latency),
         )
 
     # --- no usable answer -----------------------------------------------------------
@@ -331,25 +321,19 @@ class ResponseScorer:
             age = max(0.0, now - cached.at)
             return Observation.stale(
                 cached.value,
-                source=self.source,
                 age_s=age,
                 confidence=self.confidence.stale,
-                timestamp=now,
                 meaning=f"{self.source} failed ({error}); value is {cached.phrase(age)}",
-                raw=raw,
-                latency_s=latency,
                 error=error,
                 retry_after_s=retry_after,
+                **self._context(now, raw, latency),
             )
         return Observation.failed(
             error,
-            source=self.source,
             confidence=self.confidence.server_error,
-            timestamp=now,
             meaning=f"{self.source} failed ({error}) and no earlier answer is cached; no data",
-            raw=raw,
-            latency_s=latency,
             retry_after_s=retry_after,
+            **self._context(now, raw, latency),
         )
 
     def timed_out(self, key: str, timeout: float, latency: float, now: float) -> Observation:
@@ -357,41 +341,34 @@ class ResponseScorer:
         cached = self.cache.get(key, now)
         if cached is None:
             return Observation.timeout(
-                source=self.source,
                 timeout_s=timeout,
                 confidence=self.confidence.timeout,
-                timestamp=now,
-                latency_s=latency,
+                **self._context(now, latency=latency),
             )
         age = max(0.0, now - cached.at)
         return Observation.timeout(
-            source=self.source,
             timeout_s=timeout,
             value=cached.value,
             age_s=age,
             confidence=self.confidence.stale,
-            timestamp=now,
             meaning=f"{self.source} did not answer within {timeout:.3g} s; value is "
             f"{cached.phrase(age)}",
-            latency_s=latency,
+            **self._context(now, latency=latency),
         )
 
     def unreachable(self, error: str, latency: float, now: float) -> Observation:
         """A network fault: nothing was learned."""
         return Observation.failed(
             error,
-            source=self.source,
             confidence=self.confidence.network_error,
-            timestamp=now,
             meaning=f"{self.source} could not be reached ({error}); no data",
-            latency_s=latency,
+            **self._context(now, latency=latency),
         )
 
     def not_called(self, error: str, now: float) -> Observation:
         """The call's arguments could not form a request; nothing was sent."""
         return Observation.failed(
             error,
-            source=self.source,
-            timestamp=now,
             meaning=f"{self.source} was not called: {error}",
+            **self._context(now),
         )

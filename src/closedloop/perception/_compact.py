@@ -9,7 +9,7 @@ alone still sees the cut) and returns a note naming every cut.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,23 +68,48 @@ def _cut_str(text: str, budget: int, path: str, notes: list[str]) -> str:
     return text[:lo] + _string_marker(len(text) - lo)
 
 
-def _cut_sequence(items: list[Any], budget: int, path: str, notes: list[str]) -> list[Any]:
-    total = len(items)
+def _keep_prefix(
+    items: Sequence[Any],
+    budget: int,
+    notes: list[str],
+    *,
+    path: Callable[[int], str],
+    key_size: Callable[[int], int],
+    marker_size: Callable[[int], int],
+) -> list[Any]:
+    """The longest prefix of ``items`` that fits, each shrunk into the room left for it.
+
+    Item ``index`` costs ``key_size(index)`` besides its value (an object's ``"key":``),
+    and room stays for ``marker_size(index)``, the marker naming what is dropped from there.
+    """
     kept: list[Any] = []
     used = 2  # the brackets
     for index, item in enumerate(items):
-        marker_size = json_size(f"…[+{total - index} more items]") + 1
-        room = budget - used - (1 if kept else 0) - marker_size
+        key = key_size(index)
+        room = budget - used - (1 if kept else 0) - key - marker_size(index)
         if room <= 0:
             break
         child_notes: list[str] = []
-        child = _shrink(item, room, f"{path}[{index}]", child_notes)
+        child = _shrink(item, room, path(index), child_notes)
         size = json_size(child)
         if size > room:
             break
         kept.append(child)
         notes.extend(child_notes)
-        used += size + (1 if len(kept) > 1 else 0)
+        used += key + size + (1 if len(kept) > 1 else 0)
+    return kept
+
+
+def _cut_sequence(items: list[Any], budget: int, path: str, notes: list[str]) -> list[Any]:
+    total = len(items)
+    kept = _keep_prefix(
+        items,
+        budget,
+        notes,
+        path=lambda index: f"{path}[{index}]",
+        key_size=lambda index: 0,
+        marker_size=lambda index: json_size(f"…[+{total - index} more items]") + 1,
+    )
     if len(kept) < total:
         kept.append(f"…[+{total - len(kept)} more items]")
         notes.append(f"{path}: kept {len(kept) - 1} of {total} items")
@@ -136,21 +161,15 @@ def _cut_mapping(
     if fair is not None:
         return fair
     # Too many keys for the budget: keep a prefix of them and name the rest.
-    kept: dict[str, Any] = {}
-    used = 2
-    for index, (key, item) in enumerate(entries):
-        marker_size = json_size({"…": _dropped_marker(entries, index)})
-        room = budget - used - (1 if kept else 0) - json_size(key) - 1 - marker_size
-        if room <= 0:
-            break
-        child_notes: list[str] = []
-        child = _shrink(item, room, f"{path}.{key}", child_notes)
-        size = json_size(child)
-        if size > room:
-            break
-        kept[key] = child
-        notes.extend(child_notes)
-        used += json_size(key) + 1 + size + (1 if len(kept) > 1 else 0)
+    values = _keep_prefix(
+        [item for _, item in entries],
+        budget,
+        notes,
+        path=lambda index: f"{path}.{entries[index][0]}",
+        key_size=lambda index: json_size(entries[index][0]) + 1,
+        marker_size=lambda index: json_size({"…": _dropped_marker(entries, index)}),
+    )
+    kept = {key: value for (key, _), value in zip(entries, values, strict=False)}
     if len(kept) < len(entries):
         marker = _dropped_marker(entries, len(kept))
         kept["…"] = marker

@@ -49,6 +49,9 @@ class StoredRecord(Protocol):
 class RecordStore(Protocol):
     """The Records API of ``closedloop.feedback.StateStore``; any StateStore satisfies it."""
 
+    # The signatures repeat StateStore's on purpose: a structural subset keeps execution
+    # free of any import of feedback.
+
     async def record_get(self, namespace: str, key: str) -> StoredRecord | None: ...
 
     async def record_put(

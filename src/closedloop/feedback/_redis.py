@@ -225,16 +225,6 @@ class RedisStore(BaseStore):
             raise self._not_found(session_id, "expired", h["e"], now)
         return session_snapshot(session_id, h, now)
 
-    async def _put(
-        self,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-    ) -> Snapshot:
-        return await self._put_script(session_id, expected, plain, text, ttls, ())
-
     async def put_with_records(
         self,
         session_id: str,
@@ -254,17 +244,18 @@ class RedisStore(BaseStore):
         session_id = self._check_session_id(session_id)
         expected = self._check_expected_version(expected_version)
         plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        return await self._put_script(session_id, expected, plain, text, {}, records)
+        return await self._put(session_id, expected, plain, text, {}, records)
 
-    async def _put_script(
+    async def _put(
         self,
         session_id: str,
         expected: int,
         plain: dict[str, Any],
         text: str,
         ttls: Mapping[str, float],
-        records: Sequence[tuple[str, str, Mapping[str, Any]]],
+        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
     ) -> Snapshot:
+        # One script writes the session and, for put_with_records, its records too.
         keys = [self._session_key(session_id), self._field_index]
         record_args: list[str] = []
         for namespace, key, value in records:

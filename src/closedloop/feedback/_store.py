@@ -317,6 +317,7 @@ class BaseStore(ABC):
         """Release the backend; later operations raise ``StoreUnavailableError``."""
 
     # --- what a backend implements ------------------------------------------------------
+    # Each backend restates these signatures: an implementation of an abstract method must.
 
     @abstractmethod
     async def _create(

@@ -152,6 +152,8 @@ def retry_sync(
     return cast(Retried[T], step)
 
 
+# retry_async restates retry_sync's keywords on purpose: the two drivers are one typed API,
+# sync and async; every decision behind them is _plan's.
 async def retry_async(
     attempt: Callable[[int], Awaitable[T]],
     policy: RetryPolicy,

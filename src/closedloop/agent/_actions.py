@@ -155,7 +155,11 @@ def _final_variant(
     names = ["final"]
     if required:
         fields = _fields_schema(required)
-        properties["fields"] = fields if max_answer_chars is None else bound_schema(fields)
+        properties["fields"] = (
+            fields
+            if max_answer_chars is None
+            else bound_schema(fields, max_string_chars=max_answer_chars)
+        )
         names.append("fields")
     return {
         "type": "object",

@@ -31,6 +31,17 @@ incomplete), then the acting key with the action's. A proposal refused before an
 ran (schema, phase, a repeat) feeds its proposing key alone. A step that measured
 nothing (a call cut off, a freeze for a human) leaves every controller as it was.
 
+The strictness ladder. ``propose`` runs on one rung of loose → re-ask → grammar: the
+proposing key's scheduled rung, raised before the key's first measurement in the run to
+the prior (``ControlConfig.strictness_prior``, or the grammar for a model whose recent
+loose replies were mostly refused). On the re-ask rung a reply the validator refuses goes
+back to the model within the step with the validator's error text; on the grammar rung the
+reply decodes under the tight action schema, whose answer branch opens only once the task's
+completion predicate can hold (:meth:`Step.answer_open`). ``record`` keeps the rung used
+(``strictness_used``) and the re-asks. When a tool's observation completes the task (every
+required field filled, or the configured predicate), ``act`` ends the run with an answer
+built from it instead of asking the model again.
+
 The model and the tools are reached only through ``Run.model_io`` and ``Run.tool_io``
 (``_io.py``). The modes (``_modes.py``) arrange these stages: ReAct proposes and acts
 every step; plan-and-execute proposes a plan and acts it out; planner / executor /
@@ -269,9 +280,14 @@ class Step:
                 )
                 reply = replace(again, usage=add_usage(reply.usage, again.usage))
         reply = replace(reply, level=used.value, reasks=reasks)
-        if used is Strictness.LOOSE and not cfg.native and reply.halt is None:
-            # What this model does with no help: the warm start of its next run's rung.
-            refused = 1.0 if self.reply_errors(reply) else 0.0
+        if (
+            used is Strictness.LOOSE
+            and not cfg.native
+            and reply.halt in (None, HaltReason.DEADLINE)
+        ):
+            # What this model does with no help: the warm start of its next run's rung. A
+            # loose reply still running at the deadline is one the model could not give.
+            refused = 1.0 if reply.halt is not None or self.reply_errors(reply) else 0.0
             await run.controllers.note_loose(cfg.model.name, refused)
         return reply
 

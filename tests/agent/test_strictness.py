@@ -345,3 +345,21 @@ def test_an_agent_accepts_the_ladder_settings() -> None:
     config = ControlConfig(strictness_prior="reask", max_reasks=2)
     agent = Agent(scripted(final("x")), [add], control=config, trace=False)
     assert agent.control.strictness_prior is Strictness.REASK
+
+
+async def test_the_loose_record_is_a_bounded_window_and_needs_two_replies() -> None:
+    from closedloop.agent._actuators import Controllers
+    from closedloop.agent._control import ControllerBank
+
+    store = MemoryStore()
+    controllers = Controllers(ControllerBank(ControlConfig(loose_window=3), store))
+    await controllers.note_loose("m", 1.0)
+    assert await controllers.strictness_floor("m") is None  # one reply proves nothing
+    await controllers.note_loose("m", 1.0)
+    assert await controllers.strictness_floor("m") is Strictness.STRICT
+    for _ in range(2):
+        await controllers.note_loose("m", 0.0)
+    record = await store.record_get("control", loose_key("m"))
+    assert record is not None and list(record.value["errors"]) == [1.0, 0.0, 0.0]
+    assert await controllers.strictness_floor("m") is None  # it answers loosely again
+    assert await controllers.strictness_floor("other") is None

@@ -98,7 +98,10 @@ async def test_high_control_effort_turns_on_strict_decoding_and_heavy_rigour() -
     result = await agent.run("1+2")
     first = model.calls[0]
     assert first.response_schema is not None
-    tool_variant = first.response_schema["anyOf"][0]
+    # before any tool has answered, the grammar offers the tool alone: no answer branch
+    tool_variant = first.response_schema
+    assert "oneOf" not in tool_variant and "final" not in tool_variant["properties"]
+    assert tool_variant["properties"]["tool"] == {"const": "add"}
     assert tool_variant["properties"]["arguments"]["required"] == ["a", "b"]  # full schema
     assert "Current rigour: 1.00 (heavy)" in system_of(model, 0)
     assert "exactly one JSON object" in system_of(model, 0)

@@ -6,6 +6,12 @@ Models that call tools natively get the tools as OpenAI function entries plus a
 "fields": {...}}`` (plan modes: ``{"plan": [...]}``). The schema of that object is built
 from the tool list; at the strict actuator level it goes to the model as
 ``response_schema``, so a local model decodes under a grammar and cannot leave it.
+
+The strict schema is tight: one alternative per tool (``oneOf``, the tool's name as a
+``const`` beside its own argument schema, closed to extra keys), every free string and
+every array bounded (:func:`bound_schema`), so a reply under the grammar always ends
+before ``max_tokens``; and the answer branch only where the caller opens it, so a model
+that cannot make the call cannot leave the task through a final answer either.
 """
 
 from __future__ import annotations
@@ -23,9 +29,13 @@ from ._state import RequiredField
 from ._tools import Tool
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_CHARS",
+    "DEFAULT_MAX_ITEMS",
+    "DEFAULT_MAX_STRING_CHARS",
     "FINAL_TOOL",
     "Proposal",
     "action_schema",
+    "bound_schema",
     "final_tool_schema",
     "inline_refs",
     "parse_proposal",
@@ -33,6 +43,12 @@ __all__ = [
 ]
 
 FINAL_TOOL = "final_answer"
+DEFAULT_MAX_ANSWER_CHARS = 200
+"""The longest final answer the strict grammar lets a model write."""
+DEFAULT_MAX_STRING_CHARS = 200
+"""The longest string argument the strict grammar allows where a tool's schema sets none."""
+DEFAULT_MAX_ITEMS = 16
+"""The longest array the strict grammar allows where a tool's schema sets none."""
 Kind = Literal["tool", "final", "plan", "invalid"]
 
 
@@ -76,6 +92,51 @@ def inline_refs(schema: Mapping[str, Any], max_depth: int = 8) -> dict[str, Any]
     return out
 
 
+def _is(node: Mapping[str, Any], kind: str) -> bool:
+    t = node.get("type")
+    return t == kind or (isinstance(t, list) and kind in t)
+
+
+def bound_schema(
+    schema: Mapping[str, Any],
+    *,
+    max_string_chars: int = DEFAULT_MAX_STRING_CHARS,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> dict[str, Any]:
+    """``schema`` with every free string given a ``maxLength``, every array a ``maxItems``
+    and every object with listed properties closed to extra keys, where it sets none.
+
+    A grammar made from it cannot run on forever: the strings a tool or an answer may
+    hold end, and no key outside the schema can be invented. Enums, constants and patterns
+    are already bounded by what they list and stay as they are.
+    """
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(n) for n in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        for key in ("properties", "patternProperties", "$defs", "definitions"):
+            if isinstance(node.get(key), Mapping):
+                out[key] = {name: walk(sub) for name, sub in node[key].items()}
+        free = not any(k in node for k in ("enum", "const", "pattern", "format"))
+        if _is(node, "string") and free and "maxLength" not in node:
+            out["maxLength"] = max_string_chars
+        if _is(node, "array") and "maxItems" not in node:
+            out["maxItems"] = max(max_items, int(node.get("minItems", 0) or 0))
+        if (
+            _is(node, "object")
+            and isinstance(node.get("properties"), Mapping)
+            and "additionalProperties" not in node
+        ):
+            out["additionalProperties"] = False
+        return out
+
+    result: dict[str, Any] = walk(dict(schema))
+    return result
+
+
 def _fields_schema(required: Sequence[RequiredField]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -84,11 +145,21 @@ def _fields_schema(required: Sequence[RequiredField]) -> dict[str, Any]:
     }
 
 
-def _final_variant(required: Sequence[RequiredField]) -> dict[str, Any]:
-    properties: dict[str, Any] = {"final": {"type": "string"}}
+def _final_variant(
+    required: Sequence[RequiredField], max_answer_chars: int | None = None
+) -> dict[str, Any]:
+    answer: dict[str, Any] = {"type": "string"}
+    if max_answer_chars is not None:
+        answer["maxLength"] = max_answer_chars
+    properties: dict[str, Any] = {"final": answer}
     names = ["final"]
     if required:
-        properties["fields"] = _fields_schema(required)
+        fields = _fields_schema(required)
+        properties["fields"] = (
+            fields
+            if max_answer_chars is None
+            else bound_schema(fields, max_string_chars=max_answer_chars)
+        )
         names.append("fields")
     return {
         "type": "object",
@@ -105,24 +176,31 @@ def action_schema(
     strict: bool = False,
     allow_tool: bool = True,
     allow_final: bool = True,
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+    max_string_chars: int = DEFAULT_MAX_STRING_CHARS,
 ) -> dict[str, Any]:
     """The JSON schema of one step's answer.
 
     Loose: ``tool`` is an enum of the names and ``arguments`` any object (the validator
     checks them against the tool's own schema). Strict: one alternative per tool with its
-    full argument schema, so constrained decoding enforces enums, ranges and shapes too.
+    full argument schema (``oneOf``), so constrained decoding enforces enums, required
+    keys, types and ranges too; every free string is bounded (a final answer by
+    ``max_answer_chars``, a string argument whose schema sets no bound by
+    ``max_string_chars``). ``allow_final=False`` leaves the answer branch out (while there
+    is a tool to call): the caller opens it once the task's completion predicate can hold.
     """
     variants: list[dict[str, Any]] = []
     if allow_tool and tools:
         if strict:
             for t in tools:
+                arguments = bound_schema(
+                    inline_refs(t.parameters), max_string_chars=max_string_chars
+                )
+                arguments.setdefault("type", "object")
                 variants.append(
                     {
                         "type": "object",
-                        "properties": {
-                            "tool": {"type": "string", "enum": [t.name]},
-                            "arguments": inline_refs(t.parameters),
-                        },
+                        "properties": {"tool": {"const": t.name}, "arguments": arguments},
                         "required": ["tool", "arguments"],
                         "additionalProperties": False,
                     }
@@ -140,8 +218,10 @@ def action_schema(
                 }
             )
     if allow_final or not variants:
-        variants.append(_final_variant(required))
-    return variants[0] if len(variants) == 1 else {"anyOf": variants}
+        variants.append(_final_variant(required, max_answer_chars if strict else None))
+    if len(variants) == 1:
+        return variants[0]
+    return {"oneOf": variants} if strict else {"anyOf": variants}
 
 
 def plan_schema(tools: Sequence[Tool], max_steps: int) -> dict[str, Any]:

@@ -17,6 +17,11 @@ key                    what its error measures, and what its output drives
 ``final``              a final answer: accepted (0) or refused (1).
 =====================  ==========================================================
 
+Beside the PIDs, the bank keeps one record per model, ``loose:<model name>``: the errors
+of that model's recent loose proposals. A model that history measured unable to answer
+loosely (:meth:`Controllers.strictness_floor`) starts a run on the grammar, whatever the
+key's u says, so the step that matters most is not the unconstrained one.
+
 A step feeds at most two of them: its proposing key with the proposal's error, then its
 acting key (the tool, ``final``) with the action's; a proposal refused before anything
 ran feeds its proposing key alone. Every update hands back the settings
@@ -30,10 +35,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..control import ActuatorSettings
+from ..control import ActuatorSettings, Strictness
 from ._control import ControllerBank
 
-__all__ = ["FINAL", "PLAN", "Actuators", "ControlUpdate", "Controllers", "act_key", "propose_key"]
+__all__ = [
+    "FINAL",
+    "PLAN",
+    "Actuators",
+    "ControlUpdate",
+    "Controllers",
+    "act_key",
+    "loose_key",
+    "propose_key",
+]
 
 PLAN = "plan"
 """The planner's key (and plan-and-execute's planned calls)."""
@@ -44,6 +58,11 @@ FINAL = "final"
 def propose_key(role: str) -> str:
     """The key of the model proposing as ``role`` (``react``, ``executor``, ``finishing``)."""
     return f"propose:{role}"
+
+
+def loose_key(model: str) -> str:
+    """The record of ``model``'s loose proposals (their errors, newest last)."""
+    return f"loose:{model}"
 
 
 def act_key(tool: str) -> str:
@@ -103,3 +122,30 @@ class Controllers:
         pid = await self.bank.ensure(key)
         u = (await self.settings(actuators, key)).u
         return ControlUpdate(key, u, pid.components, actuators)
+
+    async def strictness_floor(self, model: str) -> Strictness | None:
+        """The least rung a run's first proposal starts on: the configured prior, raised to
+        the grammar when ``model``'s recent loose proposals were mostly refused."""
+        config = self.bank.config
+        floor = config.strictness_prior
+        record = await self.bank.store.record_get(config.namespace, loose_key(model))
+        errors = _errors(record.value.get("errors") if record is not None else None)
+        errors = errors[-config.loose_window :]
+        if len(errors) >= 2 and sum(errors) / len(errors) >= config.loose_failure_rate:
+            floor = Strictness.STRICT
+        return floor
+
+    async def note_loose(self, model: str, error: float) -> None:
+        """Keep the error of one of ``model``'s loose proposals (0 accepted, 1 refused)."""
+        config = self.bank.config
+        store, key = self.bank.store, loose_key(model)
+        record = await store.record_get(config.namespace, key)
+        errors = _errors(record.value.get("errors") if record is not None else None)
+        errors = [*errors, min(1.0, max(0.0, float(error)))][-config.loose_window :]
+        await store.record_put(config.namespace, key, {"errors": errors})
+
+
+def _errors(raw: object) -> list[float]:
+    if not isinstance(raw, list | tuple):
+        return []
+    return [float(e) for e in raw if isinstance(e, int | float) and not isinstance(e, bool)]

@@ -108,10 +108,11 @@ def edit_distance_metric(argument: str, value_path: str) -> ErrorMetric:
 
 
 def default_schedule() -> ActuatorSchedule:
-    """The loop's actuator schedule: strict decoding from u = 0.7; tool timeout 10 s + 20 s·u;
-    retry delay 100 + 500·u ms; one extra attempt from u = 0.5."""
+    """The loop's actuator schedule: the strictness ladder loose → re-ask with the
+    validator's error from u = 0.3 → strict decoding from u = 0.7; tool timeout
+    10 s + 20 s·u; retry delay 100 + 500·u ms; one extra attempt from u = 0.5."""
     return ActuatorSchedule(
-        strictness=schedule_strictness(0.7),
+        strictness=schedule_strictness(0.7, reask=0.3),
         retry_delay_ms=schedule_retry_delay_ms(),
         timeout_ms=schedule_linear(10_000.0, 20_000.0),
         max_retries=schedule_max_retries(0.5, 0, 1),
@@ -140,6 +141,18 @@ class ControlConfig:
     row ran and ``gain_warning`` why not the table (the run's first trace record carries
     it). ``prior_f_est`` is a pre-warmed disturbance estimate that holds until the ESO has
     its own (:func:`closedloop.agent.prewarm`).
+
+    The strictness ladder (loose → re-ask with the validator's error → the action grammar):
+    ``strictness_prior`` is the least rung a run's first proposal starts on (None: what the
+    key's warm start schedules); a model whose last ``loose_window`` loose proposals were
+    refused at a rate of at least ``loose_failure_rate`` (at least two of them) is
+    constrained from its first call. ``max_reasks`` is how often one step sends a refused
+    reply back with the error text at the re-ask rung and above. Under the grammar a final
+    answer holds at most ``max_answer_chars`` characters and a string argument without a
+    bound of its own ``max_string_chars``. ``end_when_complete`` ends a run with an answer
+    built from the required fields as soon as a tool's answer completes them;
+    ``completion_predicate(call, observation)`` says the same for tasks without required
+    fields (True: the run ends with that observation as its answer).
     """
 
     kp: float = 0.8
@@ -168,6 +181,14 @@ class ControlConfig:
     gain_clock: Callable[[], float] = time.time
     fixed_gains: Gains | None = None
     prior_f_est: float | None = None
+    strictness_prior: Strictness | None = None
+    loose_window: int = 5
+    loose_failure_rate: float = 0.5
+    max_reasks: int = 1
+    max_answer_chars: int = 200
+    max_string_chars: int = 200
+    end_when_complete: bool = True
+    completion_predicate: Callable[[ActionCall, Observation], bool] | None = None
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -186,6 +207,24 @@ class ControlConfig:
         if not isinstance(self.schedule, ActuatorSchedule):
             raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
         ProtocolSelector(self.protocol_thresholds, self.hysteresis)  # validates both
+        if self.strictness_prior is not None:
+            try:
+                object.__setattr__(self, "strictness_prior", Strictness(self.strictness_prior))
+            except ValueError:
+                raise ConfigurationError(
+                    "strictness_prior",
+                    self.strictness_prior,
+                    f"must be one of {[s.value for s in Strictness]} or None",
+                ) from None
+        require_int_at_least("loose_window", self.loose_window, 1)
+        require_unit_interval("loose_failure_rate", self.loose_failure_rate)
+        require_int_at_least("max_reasks", self.max_reasks, 0)
+        require_int_at_least("max_answer_chars", self.max_answer_chars, 1)
+        require_int_at_least("max_string_chars", self.max_string_chars, 1)
+        if self.completion_predicate is not None and not callable(self.completion_predicate):
+            raise ConfigurationError(
+                "completion_predicate", self.completion_predicate, "must be callable or None"
+            )
         object.__setattr__(self, "metrics", dict(self.metrics))
         if self.prior_f_est is not None:
             require_unit_interval("prior_f_est", self.prior_f_est)
@@ -463,7 +502,8 @@ _RIGOUR = {
     FeedbackIntensity.HEAVY: (
         "Recent steps failed repeatedly: use only values that appear in the task or "
         "in the observations, never guess; an empty observation means 'no match', not 'no "
-        "constraint'; if you cannot go on, give a final answer that says what is missing."
+        "constraint'. Read the loop's notes for why the last reply was refused, fix exactly "
+        "that, and take the next step the task needs."
     ),
 }
 

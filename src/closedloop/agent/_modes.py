@@ -46,7 +46,9 @@ async def react_step(step: Step) -> StepRecord:
     key = propose_key("react")
     reply = await step.propose(
         frozenset({"tool", "final"}),
-        lambda strict: action_schema(visible, required, strict=strict),
+        lambda strict: action_schema(
+            visible, required, strict=strict, allow_final=step.answer_open(), **step.bounds()
+        ),
         key,
     )
     return await step.finish(reply, key, run.state.phase)
@@ -185,7 +187,9 @@ async def _executing(step: Step) -> StepRecord:
         )
         reply = await step.propose(
             frozenset({"tool"}),
-            lambda strict: action_schema(visible, (), strict=strict, allow_final=False),
+            lambda strict: action_schema(
+                visible, (), strict=strict, allow_final=False, **step.bounds()
+            ),
             key,
             (hint,),
         )
@@ -204,7 +208,9 @@ async def _finishing(step: Step) -> StepRecord:
     required = step.run.task.required_fields
     reply = await step.propose(
         frozenset({"final"}),
-        lambda _: action_schema((), required, allow_tool=False),
+        lambda strict: action_schema(
+            (), required, strict=strict, allow_tool=False, **step.bounds()
+        ),
         key,
     )
 

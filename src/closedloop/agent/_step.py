@@ -31,6 +31,17 @@ incomplete), then the acting key with the action's. A proposal refused before an
 ran (schema, phase, a repeat) feeds its proposing key alone. A step that measured
 nothing (a call cut off, a freeze for a human) leaves every controller as it was.
 
+The strictness ladder. ``propose`` runs on one rung of loose → re-ask → grammar: the
+proposing key's scheduled rung, raised before the key's first measurement in the run to
+the prior (``ControlConfig.strictness_prior``, or the grammar for a model whose recent
+loose replies were mostly refused). On the re-ask rung a reply the validator refuses goes
+back to the model within the step with the validator's error text; on the grammar rung the
+reply decodes under the tight action schema, whose answer branch opens only once the task's
+completion predicate can hold (:meth:`Step.answer_open`). ``record`` keeps the rung used
+(``strictness_used``) and the re-asks. When a tool's observation completes the task (every
+required field filled, or the configured predicate), ``act`` ends the run with an answer
+built from it instead of asking the model again.
+
 The model and the tools are reached only through ``Run.model_io`` and ``Run.tool_io``
 (``_io.py``). The modes (``_modes.py``) arrange these stages: ReAct proposes and acts
 every step; plan-and-execute proposes a plan and acts it out; planner / executor /
@@ -39,11 +50,12 @@ reviewer adds a judge after the observation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
-from ..control import ActuatorSettings, LyapunovVerdict, Protocol
+from ..control import ActuatorSettings, LyapunovVerdict, Protocol, Strictness
 from ..execution import OutcomeStatus
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
@@ -55,9 +67,19 @@ from ._protocols import agree
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._repeats import action_signature, count_repeats
 from ._run import Run
+from ._state import field_problems
 from ._tools import Tool
 
-__all__ = ["NO_USAGE", "Controlled", "Judge", "ModelReply", "Outcome", "Step"]
+__all__ = [
+    "NO_USAGE",
+    "Controlled",
+    "Judge",
+    "ModelReply",
+    "Outcome",
+    "Step",
+    "add_usage",
+    "reask_messages",
+]
 
 Judge = Callable[
     [ActionCall | None, Observation | None], Awaitable[tuple[list[str], HaltReason | None]]
@@ -77,10 +99,39 @@ class ModelReply:
     settings: ActuatorSettings
     halt: HaltReason | None = None
     strict: bool = False
+    level: str = "loose"
+    reasks: int = 0
 
     @property
     def u(self) -> float:
         return self.settings.u
+
+
+def add_usage(a: RunUsageSummary, b: RunUsageSummary) -> RunUsageSummary:
+    """Two calls' usage as one step's."""
+    return RunUsageSummary(
+        model_calls=a.model_calls + b.model_calls,
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+        cost=a.cost + b.cost,
+    )
+
+
+def reask_messages(text: str, errors: Sequence[str]) -> list[dict[str, str]]:
+    """The re-ask rung: the refused reply and the validator's reasons, sent back within the
+    same step. It asks for a corrected reply, never for a way out of the task."""
+    return [
+        {"role": "assistant", "content": text[:2000]},
+        {
+            "role": "user",
+            "content": (
+                "That reply was refused: "
+                + "; ".join(errors)
+                + ". Reply again with exactly one JSON object in the format above, with "
+                "this fixed."
+            ),
+        },
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +173,19 @@ class Controlled:
     f_est: float
     protocol: Protocol
     lyapunov: LyapunovVerdict | None
+
+
+class Bounds(TypedDict):
+    """The strict grammar's string bounds, as keyword arguments of ``action_schema``."""
+
+    max_answer_chars: int
+    max_string_chars: int
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 class Step:
@@ -190,7 +254,10 @@ class Step:
             return ModelReply(decided, NO_USAGE, settings)
         visible = self.visible_tools()
         models = run.model_io
-        strict = settings.strictness.value == "strict" and not cfg.native and models.grammar_ok
+        level = await self.strictness(key, settings)
+        strict = level is Strictness.STRICT and not cfg.native and models.grammar_ok
+        if strict and "tool" in kinds and visible and not self.answer_open():
+            kinds = kinds - {"final"}  # the prompt offers what the grammar offers
         messages = self.project(kinds, visible, settings, notes)
         native_tools = None
         if cfg.native and ("tool" in kinds or "final" in kinds):
@@ -198,16 +265,95 @@ class Step:
             if "final" in kinds:
                 native_tools.append(final_tool_schema(run.task.required_fields))
         schema_now = schema(True) if strict else None
+        reply, text = await self.sample(messages, schema_now, native_tools, settings, strict)
+        used = level if strict or level is not Strictness.STRICT else Strictness.REASK
+        reasks = 0
+        if used is Strictness.REASK:  # under the grammar, a refusal goes to the next step
+            while reasks < cfg.control.max_reasks and reply.halt is None:
+                errors = self.reply_errors(reply)
+                if not errors:
+                    break
+                reasks += 1
+                messages = [*messages, *reask_messages(text, errors)]
+                again, text = await self.sample(
+                    messages, schema_now, native_tools, settings, strict
+                )
+                reply = replace(again, usage=add_usage(reply.usage, again.usage))
+        reply = replace(reply, level=used.value, reasks=reasks)
+        if (
+            used is Strictness.LOOSE
+            and not cfg.native
+            and reply.halt in (None, HaltReason.DEADLINE)
+        ):
+            # What this model does with no help: the warm start of its next run's rung. A
+            # loose reply still running at the deadline is one the model could not give.
+            refused = 1.0 if reply.halt is not None or self.reply_errors(reply) else 0.0
+            await run.controllers.note_loose(cfg.model.name, refused)
+        return reply
+
+    async def strictness(self, key: str, settings: ActuatorSettings) -> Strictness:
+        """The rung of the strictness ladder this proposal runs on: the key's scheduled
+        one, raised to the prior (configured, or this model's loose record) until the key
+        has been measured in this run."""
+        level = settings.strictness
+        if self.actuators.get(key) is not None:
+            return level
+        floor = await self.run.controllers.strictness_floor(self.run.settings.model.name)
+        return level if floor is None or floor.rank <= level.rank else floor
+
+    def bounds(self) -> Bounds:
+        """The grammar's string bounds from the control configuration."""
+        config = self.run.settings.control
+        return {
+            "max_answer_chars": config.max_answer_chars,
+            "max_string_chars": config.max_string_chars,
+        }
+
+    def answer_open(self) -> bool:
+        """Whether the task's completion predicate can hold now, so the grammar may offer
+        the answer: every required field a tool must fill is filled, or (with no such
+        field) a tool has answered successfully at least once."""
+        run = self.run
+        state = run.state
+        sourced = [f for f in run.task.required_fields if f.source is not None]
+        if sourced:
+            return all(state.required_fields.get(f.name) is not None for f in sourced)
+        if not self.visible_tools():
+            return True
+        return any(e.observation.get("status") == "ok" for e in state.observations)
+
+    def reply_errors(self, reply: ModelReply) -> list[str]:
+        """What the validator says about a reply before anything runs (empty: it may go on)."""
+        errors = self.validate(reply)
+        call = reply.proposal.call
+        if not errors and reply.proposal.kind == "tool" and call is not None:
+            state = self.run.state
+            errors = self.run.validator.call_errors(call, phase=state.phase, latest=state.latest())
+        return errors
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        schema: Mapping[str, Any] | None,
+        native_tools: list[dict[str, Any]] | None,
+        settings: ActuatorSettings,
+        strict: bool,
+    ) -> tuple[ModelReply, str]:
+        """One proposal from the model (two samples that must agree under dual
+        verification), with the text of its first reply for a re-ask."""
+        run, cfg = self.run, self.run.settings
         dual = run.control.protocol is Protocol.DUAL_VERIFICATION
-        calls, summary = await models.sample(
-            messages, schema=schema_now, tools=native_tools, dual=dual
+        calls, summary = await run.model_io.sample(
+            messages, schema=schema, tools=native_tools, dual=dual
         )
+        text = next((c.completion.text for c in calls if c.completion is not None), "")
         halts = [c.halt for c in calls if c.halt is not None]
         if halts:
-            return ModelReply(Proposal("invalid"), summary, settings, halts[0], strict)
+            return ModelReply(Proposal("invalid"), summary, settings, halts[0], strict), text
         failures = [c.failure for c in calls if c.failure is not None]
         if failures:
-            return ModelReply(Proposal("invalid", errors=tuple(failures)), summary, settings)
+            invalid = Proposal("invalid", errors=tuple(failures))
+            return ModelReply(invalid, summary, settings, None, strict), text
         proposals = [
             parse_proposal(c.completion, native=cfg.native)
             for c in calls
@@ -218,7 +364,7 @@ class Step:
             proposal, note = agree(proposals[0], proposals[1])
             if note not in proposal.notes:
                 proposal = replace(proposal, notes=(*proposal.notes, note))
-        return ModelReply(proposal, summary, settings, None, strict)
+        return ModelReply(proposal, summary, settings, None, strict), text
 
     # --- validate, act, observe, measure -------------------------------------------------
 
@@ -325,8 +471,25 @@ class Step:
                 progress=progress,
                 halt=halt,
             )
-        answer = p.answer or ""
-        notes = list(p.notes)
+        answer, notes = await self.accept_answer(p.answer or "", list(p.notes))
+        return Outcome(
+            reply=reply,
+            proposing_key=key,
+            proposal_error=0.0,
+            step_type=FINAL,
+            phase=phase,
+            error=0.0,
+            final_answer=answer,
+            notes=notes,
+            progress=True,
+            halt=HaltReason.FINAL,
+        )
+
+    async def accept_answer(self, answer: str, notes: list[str]) -> tuple[str, list[str]]:
+        """An accepted answer, formatted (unless dimension reduction skips it) and
+        remembered: ``(answer, notes)``."""
+        run = self.run
+        state = run.state
         fmt = run.settings.format_answer
         if fmt is not None:
             if run.control.protocol is Protocol.DIMENSION_REDUCTION:
@@ -342,18 +505,37 @@ class Step:
             arguments=state.required_fields,
             observed=answer,
         )
-        return Outcome(
-            reply=reply,
-            proposing_key=key,
-            proposal_error=0.0,
-            step_type=FINAL,
-            phase=phase,
-            error=0.0,
-            final_answer=answer,
-            notes=notes,
-            progress=True,
-            halt=HaltReason.FINAL,
-        )
+        return answer, notes
+
+    def completed_answer(self, call: ActionCall, observation: Observation) -> str | None:
+        """The answer when this tool's observation makes the task's completion predicate
+        hold (every required field filled and valid, and no tool kept for the committing
+        phase; or, without required fields, the configured predicate), else None: the run
+        then ends on it instead of asking the model again."""
+        run = self.run
+        config = run.settings.control
+        required = run.task.required_fields
+        if required:
+            fields = run.state.required_fields
+            if not config.end_when_complete or field_problems(required, fields):
+                return None
+            if any(
+                t.phases is not None and "committing" in t.phases and "collecting" not in t.phases
+                for t in run.settings.tools.values()
+            ):
+                return None  # a tool that acts on the complete fields has yet to run
+            if len(required) == 1:
+                return _text(fields[required[0].name])
+            return _text({f.name: fields[f.name] for f in required})
+        predicate = config.completion_predicate
+        if predicate is None or observation.status is not ObservationStatus.OK:
+            return None
+        try:
+            done = bool(predicate(call, observation))
+        except Exception as exc:  # a predicate that raises reads as "not yet", noted
+            run.state.failures.append(f"completion predicate raised {type(exc).__name__}: {exc}")
+            return None
+        return _text(observation.value) if done else None
 
     async def act_tool(
         self, reply: ModelReply, key: str, phase: str, judge: Judge | None
@@ -383,9 +565,9 @@ class Step:
         if repeats:
             hint = (
                 f"{call.tool} was proposed again with the same arguments (timestamps and ids "
-                f"ignored; repeat {repeats}); it was not run again. Its answer is above. Change "
-                "strategy: other arguments, another tool, or a final answer saying what is "
-                "missing."
+                f"ignored; repeat {repeats}); it was not run again. Its answer is above: if it "
+                "completes the task, answer from it; otherwise change the arguments or call "
+                "another tool."
             )
             state.notes.append(hint)
             state.failures.append(f"repeated action {call.tool} ({repeats}x)")
@@ -416,11 +598,20 @@ class Step:
             else []
         )
         notes, judged = await judge(call, observation) if judge else ([], None)
+        done = self.completed_answer(call, observation) if judge is None else None
+        answer = None
+        if done is not None:
+            answer, done_notes = await self.accept_answer(
+                done, ["the task's completion predicate holds after this call: the run ends"]
+            )
+            notes = [*notes, *done_notes]
+            judged = HaltReason.FINAL
         return replace(
             acted,
             proposal_error=0.0,
             error=error,
             observation=dumped,
+            final_answer=answer,
             notes=[*reply.proposal.notes, *guard, *retry_notes, *notes],
             progress=progress,
             halt=judged,
@@ -498,6 +689,8 @@ class Step:
             "model": run.settings.model.name,
             "tool_calling": "native" if run.settings.native else "json",
             "constrained_decoding": reply.strict,
+            "strictness_used": reply.level,
+            "reasks": reply.reasks,
             "model_u": reply.u,
         }
         notes = list(outcome.notes)

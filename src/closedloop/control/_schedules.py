@@ -54,10 +54,25 @@ class FeedbackIntensity(StrEnum):
 
 
 class Strictness(StrEnum):
-    """Output schema strictness: loose parsing or strict, schema-constrained decoding."""
+    """How hard a reply is held to the action format, as one ladder.
+
+    ``loose``: the reply is parsed leniently; ``reask``: a reply the validator refuses is
+    sent back once more within the same step with the validator's error text; ``strict``:
+    the reply is decoded under the action grammar (and re-asked like ``reask`` if it still
+    fails). The members are in ladder order, so ``rank`` compares two levels.
+    """
 
     LOOSE = "loose"
+    REASK = "reask"
     STRICT = "strict"
+
+    @property
+    def rank(self) -> int:
+        """0 for loose, 1 for re-ask, 2 for the grammar."""
+        return _STRICTNESS_ORDER.index(self)
+
+
+_STRICTNESS_ORDER = (Strictness.LOOSE, Strictness.REASK, Strictness.STRICT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +145,14 @@ def schedule_feedback_intensity(
     return ScheduleLevels(tuple(FeedbackIntensity), tuple(thresholds))
 
 
-def schedule_strictness(threshold: float = 0.7) -> ScheduleLevels[Strictness]:
-    """loose below 0.7, strict from 0.7."""
-    return ScheduleLevels(tuple(Strictness), (threshold,))
+def schedule_strictness(
+    threshold: float = 0.7, reask: float | None = None
+) -> ScheduleLevels[Strictness]:
+    """loose below 0.7, strict from 0.7; with ``reask``, the middle rung of the ladder
+    (re-ask with the validator's error) from ``reask`` up to ``threshold``."""
+    if reask is None:
+        return ScheduleLevels((Strictness.LOOSE, Strictness.STRICT), (threshold,))
+    return ScheduleLevels(_STRICTNESS_ORDER, (reask, threshold))
 
 
 def schedule_retry_delay_ms(offset: float = 100.0, slope: float = 500.0) -> ScheduleLinear:

@@ -24,10 +24,7 @@ A node that fails after its last attempt raises as before, and nothing is writte
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
-import inspect
 import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,8 +41,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from .._exceptions import ConfigurationError
 from ..control import ActuatorSchedule
-from ._decorator import build_plan
-from ._engine import Attempts, RetryOn, RetryPlan, run_async, run_sync
+from ._decorator import accepts, attempt_wrapper, build_plan
+from ._engine import Attempts, RetryOn, RetryPlan, awaitable_sleep, run_async, run_sync
 from ._loop import ControlContext, ControlLoop, ControlRecord
 from ._metrics import Invocation, Metric
 
@@ -101,19 +98,6 @@ def _write(output: Any, state_key: str | None, signal: dict[str, Any]) -> Any:
     return output
 
 
-def _context_kwargs(fn: Callable[..., Any], name: str | None) -> bool:
-    if name is None:
-        return False
-    try:
-        param = inspect.signature(fn).parameters.get(name)
-    except (TypeError, ValueError):
-        return False
-    return param is not None and param.kind in (
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        inspect.Parameter.KEYWORD_ONLY,
-    )
-
-
 def controlled_node(
     node: Callable[..., Any],
     *,
@@ -165,51 +149,24 @@ def controlled_node(
         enforce_timeout=enforce_timeout,
     )
     fallback = getattr(node, "__name__", None) or type(node).__name__
-    inject = _context_kwargs(node, context_param)
+    inject = accepts(node, context_param)
+
+    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Invocation]:
+        return key or _node_name(fallback), Invocation(args, kwargs)
 
     def attempt_kwargs(kwargs: dict[str, Any], ctx: ControlContext) -> dict[str, Any]:
         return {**kwargs, cast(str, context_param): ctx} if inject else kwargs
 
-    wrapper: Callable[..., Any]
-    if inspect.iscoroutinefunction(node) or inspect.iscoroutinefunction(
-        getattr(node, "__call__", None)  # noqa: B004
-    ):
-        wait = sleep if sleep is not None else asyncio.sleep
-
-        async def pause(seconds: float) -> None:
-            pending = wait(seconds)
-            if inspect.isawaitable(pending):
-                await pending
-
-        @functools.wraps(node)
-        async def async_node(state: Any, *args: Any, **kwargs: Any) -> Any:
-            name = key or _node_name(fallback)
-            outcome: Attempts[Any] = await run_async(
-                plan,
-                name,
-                Invocation((state, *args), kwargs),
-                lambda ctx: node(state, *args, **attempt_kwargs(kwargs, ctx)),
-                pause,
-            )
-            return _write(outcome.result, state_key, signal_record(name, outcome.records))
-
-        wrapper = async_node
-    else:
-        pause_sync = sleep if sleep is not None else time.sleep
-
-        @functools.wraps(node)
-        def sync_node(state: Any, *args: Any, **kwargs: Any) -> Any:
-            name = key or _node_name(fallback)
-            outcome: Attempts[Any] = run_sync(
-                plan,
-                name,
-                Invocation((state, *args), kwargs),
-                lambda ctx: node(state, *args, **attempt_kwargs(kwargs, ctx)),
-                pause_sync,
-            )
-            return _write(outcome.result, state_key, signal_record(name, outcome.records))
-
-        wrapper = sync_node
+    wrapper = attempt_wrapper(
+        node,
+        plan=plan,
+        sleep=sleep,
+        prepare=prepare,
+        call_kwargs=attempt_kwargs,
+        finish=lambda name, outcome: _write(
+            outcome.result, state_key, signal_record(name, outcome.records)
+        ),
+    )
     cast(Any, wrapper).controller = plan.loop
     return wrapper
 
@@ -274,7 +231,7 @@ class ControlledRunnable(Runnable[Any, Any]):
         self.state_key = state_key
         self.context_key = context_key
         self._sleep = sleep if sleep is not None else time.sleep
-        self._async_sleep = async_sleep if async_sleep is not None else asyncio.sleep
+        self._async_sleep = awaitable_sleep(async_sleep)
         self.name = f"Controlled{runnable.get_name()}"
 
     @property
@@ -300,17 +257,11 @@ class ControlledRunnable(Runnable[Any, Any]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """One controlled call of the inner runnable, awaited."""
-
-        async def pause(seconds: float) -> None:
-            pending = self._async_sleep(seconds)
-            if inspect.isawaitable(pending):
-                await pending
-
         outcome: Attempts[Any] = await run_async(
             self.plan,
             self.key,
             Invocation((input,), kwargs),
             lambda ctx: self.runnable.ainvoke(input, self._config(config, ctx), **kwargs),
-            pause,
+            self._async_sleep,
         )
         return _write(outcome.result, self.state_key, signal_record(self.key, outcome.records))

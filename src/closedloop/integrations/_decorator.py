@@ -28,7 +28,18 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, ParamSpec, Protocol, Self, TypeVar, cast, overload
+from typing import (
+    Any,
+    Generic,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 from .._exceptions import ConfigurationError
 from ..control import ActuatorSchedule
@@ -133,31 +144,49 @@ def checked_metric(
     return json_metric(() if key_fields is None else key_fields, schema)
 
 
-def build_plan(
-    *,
-    controller: ControlLoop | None,
-    gains: tuple[float, float, float] | None,
-    tolerance: float | None,
-    schedule: ActuatorSchedule | None,
-    metric: Metric | None,
-    key_fields: Sequence[str] | None,
-    schema: Any,
-    retry_on: RetryOn | None,
-    retry_above: float,
-    max_attempts: int,
-    clock: Callable[[], float] | None,
-    enforce_timeout: bool,
-) -> RetryPlan:
-    """Validate the shared options of the decorator and the graph adapter."""
-    loop = build_loop(controller, gains, tolerance, schedule)
+class ControlOptions(TypedDict, total=False):
+    """The options every controlled wrapper takes; each is described at :func:`controlled`.
+
+    The decorator, the graph node and the runnable take them as keywords
+    (``**options: Unpack[ControlOptions]``), so the three can never disagree on a name,
+    a type or a default.
+    """
+
+    metric: Metric | None
+    key_fields: Sequence[str] | None
+    schema: Any
+    controller: ControlLoop | None
+    gains: tuple[float, float, float] | None
+    tolerance: float | None
+    schedule: ActuatorSchedule | None
+    retry_on: RetryOn | None
+    retry_above: float
+    max_attempts: int
+    clock: Callable[[], float] | None
+    enforce_timeout: bool
+
+
+def build_plan(options: ControlOptions, *, caller: str) -> RetryPlan:
+    """Validate the shared options; defaults: retries above 0.5, at most 10 attempts."""
+    unknown = sorted(set(options) - ControlOptions.__optional_keys__)
+    if unknown:  # the TypeError Python raises for a keyword the signature lacks
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    loop = build_loop(
+        options.get("controller"),
+        options.get("gains"),
+        options.get("tolerance"),
+        options.get("schedule"),
+    )
+    metric = checked_metric(options.get("metric"), options.get("key_fields"), options.get("schema"))
+    clock = options.get("clock")
     return RetryPlan(
         loop=loop,
-        sensor=as_sensor(checked_metric(metric, key_fields, schema)),
-        retry_if=to_retry_predicate(retry_on),
-        retry_above=retry_above,
-        max_attempts=max_attempts,
+        sensor=as_sensor(metric),
+        retry_if=to_retry_predicate(options.get("retry_on")),
+        retry_above=options.get("retry_above", 0.5),
+        max_attempts=options.get("max_attempts", 10),
         clock=time.monotonic if clock is None else clock,
-        enforce_timeout=enforce_timeout,
+        enforce_timeout=options.get("enforce_timeout", False),
     )
 
 
@@ -281,21 +310,10 @@ def controlled(
     fn: None = None,
     /,
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | KeyFn | None = None,
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Callable[[Callable[P_inner, R]], Controlled[P_inner, R]]: ...
 
 
@@ -303,21 +321,10 @@ def controlled(
     fn: Callable[P, R] | None = None,
     /,
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | KeyFn | None = None,
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Controlled[P, R] | Callable[[Callable[P_inner, R]], Controlled[P_inner, R]]:
     """Put a callable (sync or async) under closed-loop control.
 
@@ -344,20 +351,7 @@ def controlled(
         context_param: the parameter that receives the :class:`ControlContext`, if the
             function declares it; ``None`` never passes one.
     """
-    plan = build_plan(
-        controller=controller,
-        gains=gains,
-        tolerance=tolerance,
-        schedule=schedule,
-        metric=metric,
-        key_fields=key_fields,
-        schema=schema,
-        retry_on=retry_on,
-        retry_above=retry_above,
-        max_attempts=max_attempts,
-        clock=clock,
-        enforce_timeout=enforce_timeout,
-    )
+    plan = build_plan(options, caller="controlled")
 
     def decorate(target: Callable[P_inner, R]) -> Controlled[P_inner, R]:
         return _wrap(target, plan=plan, key=key, context_param=context_param, sleep=sleep)

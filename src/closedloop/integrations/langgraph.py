@@ -28,7 +28,7 @@ import dataclasses
 import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, Any, TypedDict, Unpack, cast
 
 try:
     from langchain_core.runnables import Runnable, RunnableConfig
@@ -40,11 +40,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from .._exceptions import ConfigurationError
-from ..control import ActuatorSchedule
-from ._decorator import accepts, attempt_wrapper, build_plan
-from ._engine import Attempts, RetryOn, RetryPlan, awaitable_sleep, run_async, run_sync
+from ._decorator import ControlOptions, accepts, attempt_wrapper, build_plan
+from ._engine import Attempts, RetryPlan, awaitable_sleep, run_async, run_sync
 from ._loop import ControlContext, ControlLoop, ControlRecord
-from ._metrics import Invocation, Metric
+from ._metrics import Invocation
 
 __all__ = ["ControlState", "ControlledRunnable", "controlled_node", "signal_record"]
 
@@ -101,22 +100,11 @@ def _write(output: Any, state_key: str | None, signal: dict[str, Any]) -> Any:
 def controlled_node(
     node: Callable[..., Any],
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | None = None,
     state_key: str | None = "closedloop",
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Callable[..., Any]:
     """Wrap a LangGraph node function (sync or async) with the controller.
 
@@ -134,20 +122,7 @@ def controlled_node(
         raise ConfigurationError("state_key", state_key, "must be a non-empty str or None")
     if key is not None and not isinstance(key, str):
         raise ConfigurationError("key", key, "must be a str (the node name by default)")
-    plan = build_plan(
-        controller=controller,
-        gains=gains,
-        tolerance=tolerance,
-        schedule=schedule,
-        metric=metric,
-        key_fields=key_fields,
-        schema=schema,
-        retry_on=retry_on,
-        retry_above=retry_above,
-        max_attempts=max_attempts,
-        clock=clock,
-        enforce_timeout=enforce_timeout,
-    )
+    plan = build_plan(options, caller="controlled_node")
     fallback = getattr(node, "__name__", None) or type(node).__name__
     inject = accepts(node, context_param)
 
@@ -187,23 +162,12 @@ class ControlledRunnable(Runnable[Any, Any]):
         self,
         runnable: Runnable[Any, Any],
         *,
-        metric: Metric | None = None,
-        key_fields: Sequence[str] | None = None,
-        schema: Any = None,
         key: str | None = None,
         state_key: str | None = "closedloop",
         context_key: str = "closedloop",
-        controller: ControlLoop | None = None,
-        gains: tuple[float, float, float] | None = None,
-        tolerance: float | None = None,
-        schedule: ActuatorSchedule | None = None,
-        retry_on: RetryOn | None = None,
-        retry_above: float = 0.5,
-        max_attempts: int = 10,
         sleep: Callable[[float], Any] | None = None,
         async_sleep: Callable[[float], Any] | None = None,
-        clock: Callable[[], float] | None = None,
-        enforce_timeout: bool = False,
+        **options: Unpack[ControlOptions],
     ) -> None:
         if not isinstance(runnable, Runnable):
             raise ConfigurationError("runnable", runnable, "must be a langchain Runnable")
@@ -213,20 +177,7 @@ class ControlledRunnable(Runnable[Any, Any]):
             if fn is not None and not callable(fn):
                 raise ConfigurationError(name, fn, "must be callable with seconds")
         self.runnable = runnable
-        self.plan: RetryPlan = build_plan(
-            controller=controller,
-            gains=gains,
-            tolerance=tolerance,
-            schedule=schedule,
-            metric=metric,
-            key_fields=key_fields,
-            schema=schema,
-            retry_on=retry_on,
-            retry_above=retry_above,
-            max_attempts=max_attempts,
-            clock=clock,
-            enforce_timeout=enforce_timeout,
-        )
+        self.plan: RetryPlan = build_plan(options, caller="ControlledRunnable")
         self.key = key if key is not None else runnable.get_name()
         self.state_key = state_key
         self.context_key = context_key

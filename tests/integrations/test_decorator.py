@@ -449,11 +449,7 @@ def test_the_retries_are_a_policy_of_the_shared_algebra() -> None:
     from closedloop.integrations._decorator import build_plan
     from closedloop.policy import PolicyState, Verdict
 
-    plan = build_plan(
-        controller=None, gains=None, tolerance=None, schedule=None, metric=None,
-        key_fields=None, schema=None, retry_on=None, retry_above=0.5, max_attempts=3,
-        clock=None, enforce_timeout=False,
-    )  # fmt: skip
+    plan = build_plan({"retry_above": 0.5, "max_attempts": 3}, caller="controlled")
 
     def after(attempt: int, **facts: Any) -> PolicyState:
         return PolicyState(attempt=attempt, facts=facts)
@@ -467,3 +463,10 @@ def test_the_retries_are_a_policy_of_the_shared_algebra() -> None:
     # max_attempts caps whatever the schedule says.
     assert policy.decide(after(3, failed=True, max_retries=9)).verdict is Verdict.STOP
     assert policy.decide(after(2, failed=True, max_retries=9)).verdict is Verdict.WAIT
+
+
+def test_an_unknown_option_is_refused_like_any_unknown_keyword() -> None:
+    with pytest.raises(
+        TypeError, match="controlled\\(\\) got an unexpected keyword argument 'retries'"
+    ):
+        controlled(retries=3)  # type: ignore[call-overload]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
+from ..execution import Confirmation
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
 from ..models import Model, OpenAICompatible, load_model
@@ -59,7 +60,7 @@ from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
 from ._stop import StopFn, StopPolicy, as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
-from ._twins import TypedRun, finished, no_running_loop, run_sync
+from ._twins import TypedRun, finished, no_running_loop, sync_twin
 
 __all__ = ["Agent"]
 
@@ -293,18 +294,8 @@ class Agent(Generic[OutputT]):
             ) from None
         except Exception as exc:  # the store failed before the first step: a recorded end too
             failure = exc
-        sink, path = self._sink(run_id, trace)
-        run = Run(
-            self.settings,
-            spec,
-            state,
-            handle=handle,
-            store=self.store,
-            sink=sink,
-            trace_path=path,
-            budget=Budget.of(budget),
-            cancel=cancel,
-            bank=self._bank,
+        run = self._new_run(
+            spec, state, handle, budget=Budget.of(budget), cancel=cancel, trace=trace
         )
         if failure is not None:
             await end_with_error(run, failure)
@@ -385,10 +376,7 @@ class Agent(Generic[OutputT]):
         required fields (their JSON schemas are restored from the state anyway).
         """
         run = await self._resume_run(handover_id, task, self._budget(budget), cancel, trace)
-        if run.result is None:
-            async for _ in drive(run):
-                pass
-        return self._typed(finished(run.result))
+        return await self._finish(run)
 
     async def recover(
         self,
@@ -406,19 +394,51 @@ class Agent(Generic[OutputT]):
         redone, and a committed effect is replayed from the ledger, never run again. The
         first step record after the recovery says so in its notes. See ``_recover.py``.
         """
+        account = self._budget(budget)
         run = await recover_run(
             self.settings,
             self.store,
-            self._bank,
             task_id,
             task=None if task is None else self._task(task),
-            sink_for=lambda run_id: self._sink(run_id, trace),
-            budget=self._budget(budget),
-            cancel=cancel,
+            new_run=lambda spec, state, handle: self._new_run(
+                spec, state, handle, budget=account, cancel=cancel, trace=trace
+            ),
         )
-        async for _ in drive(run):
-            pass
+        return await self._finish(run)
+
+    async def _finish(self, run: Run) -> AgentResult[OutputT]:
+        """Drive ``run`` to its halt (if it has not halted already) and type its result."""
+        if run.result is None:
+            async for _ in drive(run):
+                pass
         return self._typed(finished(run.result))
+
+    def _new_run(
+        self,
+        spec: Task,
+        state: TaskState,
+        handle: StateHandle,
+        *,
+        budget: Budget | None,
+        cancel: Any,
+        trace: Any,
+        confirmation: Confirmation | None = None,
+    ) -> Run:
+        """The one way a run is built: a fresh task, a resumed one or a recovered one."""
+        sink, path = self._sink(state.run_id, trace)
+        return Run(
+            self.settings,
+            spec,
+            state,
+            handle=handle,
+            store=self.store,
+            sink=sink,
+            trace_path=path,
+            budget=budget,
+            cancel=cancel,
+            bank=self._bank,
+            confirmation=confirmation,
+        )
 
     def _typed(self, result: RunResult) -> AgentResult[OutputT]:
         """The run's result with ``output`` parsed into ``output_type``."""
@@ -430,18 +450,13 @@ class Agent(Generic[OutputT]):
         item, handle, state = await frozen_task(self.store, handover_id)
         spec = self._task(task) if task is not None else spec_from_state(state)
         confirmation = apply_decision(item, state)
-        sink, path = self._sink(state.run_id, trace)
-        run = Run(
-            self.settings,
+        run = self._new_run(
             spec,
             state,
-            handle=handle,
-            store=self.store,
-            sink=sink,
-            trace_path=path,
+            handle,
             budget=budget,
             cancel=cancel,
-            bank=self._bank,
+            trace=trace,
             confirmation=confirmation,
         )
         if item.status is HandoverStatus.REJECTED:
@@ -455,45 +470,9 @@ class Agent(Generic[OutputT]):
 
     # --- sync twins ---------------------------------------------------------------------------
 
-    def run_sync(
-        self,
-        task: str | Task,
-        *,
-        budget: Budget | None = None,
-        cancel: _Cancel | None = None,
-        session_id: str | None = None,
-        trace: Trace = None,
-    ) -> AgentResult[OutputT]:
-        """:meth:`run` for code without an event loop."""
-        return run_sync(
-            self.run(task, budget=budget, cancel=cancel, session_id=session_id, trace=trace)
-        )
-
-    def recover_sync(
-        self,
-        task_id: str,
-        *,
-        task: str | Task | None = None,
-        budget: Budget | None = None,
-        cancel: _Cancel | None = None,
-        trace: Trace = None,
-    ) -> AgentResult[OutputT]:
-        """:meth:`recover` for code without an event loop."""
-        return run_sync(self.recover(task_id, task=task, budget=budget, cancel=cancel, trace=trace))
-
-    def resume_sync(
-        self,
-        handover_id: str,
-        *,
-        task: str | Task | None = None,
-        budget: Budget | None = None,
-        cancel: _Cancel | None = None,
-        trace: Trace = None,
-    ) -> AgentResult[OutputT]:
-        """:meth:`resume` for code without an event loop."""
-        return run_sync(
-            self.resume(handover_id, task=task, budget=budget, cancel=cancel, trace=trace)
-        )
+    run_sync = sync_twin(run)
+    recover_sync = sync_twin(recover)
+    resume_sync = sync_twin(resume)
 
     def iter_sync(
         self,

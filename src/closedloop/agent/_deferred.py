@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._exceptions import StaleStateError
-from ..feedback import Record, Snapshot, StateStore
+from ..feedback import Record, StateStore
 from ..feedback._json import check_json, freeze_mapping
 from ..feedback._store import record_name
 
@@ -39,6 +39,13 @@ class DeferredRecords:
         self.store = store
         self.namespaces = frozenset(namespaces)
         self._pending: dict[tuple[str, str], Record] = {}
+        # Sessions go straight through: the store's own methods, with no frame in between.
+        self.create = store.create
+        self.get = store.get
+        self.put = store.put
+        self.update = store.update
+        self.delete = store.delete
+        self.gc = store.gc
         clock = getattr(store, "_now", None)  # a BaseStore's clock, so ages compare
         self._clock: Callable[[], float] | None = clock if callable(clock) else None
         self._tick = 0.0
@@ -82,43 +89,6 @@ class DeferredRecords:
             value=freeze_mapping(value),
             updated_at=self._now(),
         )
-
-    # --- sessions: straight through -------------------------------------------------------
-
-    async def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
-    ) -> Snapshot:
-        return await self.store.create(session_id, data, ttl_s=ttl_s)
-
-    async def get(self, session_id: str) -> Snapshot:
-        return await self.store.get(session_id)
-
-    async def put(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
-    ) -> Snapshot:
-        return await self.store.put(
-            session_id, data, expected_version=expected_version, field_ttl_s=field_ttl_s
-        )
-
-    async def update(
-        self,
-        session_id: str,
-        fn: Callable[[Snapshot], Mapping[str, Any]],
-        *,
-        max_attempts: int = 16,
-    ) -> Snapshot:
-        return await self.store.update(session_id, fn, max_attempts=max_attempts)
-
-    async def delete(self, session_id: str) -> bool:
-        return await self.store.delete(session_id)
-
-    async def gc(self) -> int:
-        return await self.store.gc()
 
     async def close(self) -> None:
         await self.flush()

@@ -17,30 +17,27 @@ from collections.abc import Callable
 from .._exceptions import ConfigurationError
 from ..execution import EffectLedger
 from ..feedback import StateStore
-from ._control import ControllerBank
-from ._inflight import Budget
 from ._resume import spec_from_state
 from ._run import LoopSettings, Run
-from ._state import StateHandle, Task
-from ._trace import TraceSink
+from ._state import StateHandle, Task, TaskState
 
 __all__ = ["recover_run"]
 
-SinkFor = Callable[[str], tuple[TraceSink, "str | None"]]
+NewRun = Callable[[Task, TaskState, StateHandle], Run]
 
 
 async def recover_run(
     settings: LoopSettings,
     store: StateStore,
-    bank: ControllerBank,
     session_id: str,
     *,
     task: Task | None,
-    sink_for: SinkFor,
-    budget: Budget | None,
-    cancel: object,
+    new_run: NewRun,
 ) -> Run:
     """The ``Run`` of an interrupted task, ready to drive from its last saved step.
+
+    ``new_run`` builds the run from the task, its state and its handle, as the agent
+    builds every run.
 
     Raises ``SessionNotFoundError`` for an unknown task, ``ConfigurationError`` for a task
     that is frozen for a human (resume it by handover id) or already ended, and
@@ -62,19 +59,7 @@ async def recover_run(
     state.recoveries += 1
     await handle.save(state)  # fences out a writer that was only slow, not dead
     spec = task if task is not None else spec_from_state(state)
-    sink, path = sink_for(state.run_id)
-    run = Run(
-        settings,
-        spec,
-        state,
-        handle=handle,
-        store=store,
-        sink=sink,
-        trace_path=path,
-        budget=budget,
-        cancel=cancel,
-        bank=bank,
-    )
+    run = new_run(spec, state, handle)
     settled = ", ".join(f"{r.action} {r.status.value}" for r in resolved) or "none pending"
     run.resume_note = (
         f"resumed after an interruption (recovery {state.recoveries}) from the state saved "

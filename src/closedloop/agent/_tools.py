@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 from .._exceptions import ConfigurationError, ToolError
 from ..execution import PROGRAMMING_ERRORS, AtomicAction, EffectClass
 from ..perception import HttpTool, Observation
+from ..perception._paths import is_blank
 
 __all__ = [
     "Tool",
@@ -420,16 +421,6 @@ def tools_by_name(tools: Iterable[Any] | Mapping[str, Any]) -> dict[str, Tool]:
 # --- answers into observations ----------------------------------------------------------
 
 
-def _is_empty(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return not value.strip()
-    if isinstance(value, Mapping | list | tuple | set | frozenset):
-        return len(value) == 0
-    return False
-
-
 def to_observation(result: Any, *, source: str, timestamp: float) -> Observation:
     """A tool's plain return value as an observation.
 
@@ -448,7 +439,7 @@ def to_observation(result: Any, *, source: str, timestamp: float) -> Observation
         result = result.model_dump(mode="json")
     elif dataclasses.is_dataclass(result) and not isinstance(result, type):
         result = dataclasses.asdict(result)
-    if _is_empty(result):
+    if is_blank(result):
         return Observation.empty(source=source, value=result, timestamp=timestamp, raw=result)
     return Observation.ok(result, source=source, timestamp=timestamp)
 

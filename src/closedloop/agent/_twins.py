@@ -8,17 +8,20 @@ await the async twin instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._exceptions import AgentError, ConfigurationError
 from ._iterate import AgentRun
 from ._records import RunResult
 from ._run import Run
 
-__all__ = ["TypedRun", "finished", "no_running_loop", "run_sync"]
+__all__ = ["TypedRun", "finished", "no_running_loop", "run_sync", "sync_twin"]
 
 R = TypeVar("R")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 
 class TypedRun(AgentRun):
@@ -59,3 +62,24 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
         coro.close()
         raise
     return asyncio.run(coro)
+
+
+def sync_twin(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[S, P], R]:
+    """The ``_sync`` twin of an async method: same parameters, run on a fresh event loop.
+
+    The twin looks the async method up on the instance, so a subclass that overrides it
+    changes both twins, and the two can never drift apart in their parameters.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        coro: Coroutine[Any, Any, R] = getattr(self, name)(*args, **kwargs)
+        return run_sync(coro)
+
+    twin.__name__ = f"{name}_sync"
+    twin.__qualname__ = f"{method.__qualname__}_sync"
+    twin.__doc__ = f":meth:`{name}` for code without an event loop."
+    return twin

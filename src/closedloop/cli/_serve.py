@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import socket
 from pathlib import Path
@@ -24,23 +23,12 @@ _out = Console(highlight=False, soft_wrap=True)
 
 
 def _import_agents(specs: list[str]) -> None:
-    from ..server import default_registry
+    from ..server._workers import import_agent_hooks
 
-    for spec in specs:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise typer.BadParameter(
-                f"cannot import {module_name!r}: {exc}", param_hint="--agents"
-            ) from None
-        if attr:
-            hook = getattr(module, attr, None)
-            if not callable(hook):
-                raise typer.BadParameter(
-                    f"{spec!r}: {attr!r} is not a callable of {module_name}", param_hint="--agents"
-                )
-            hook(default_registry())
+    try:
+        import_agent_hooks(specs)  # the workers import the same specs the same way
+    except ConfigurationError as exc:
+        raise typer.BadParameter(f"{exc.value!r} {exc.reason}", param_hint="--agents") from None
 
 
 def serve(

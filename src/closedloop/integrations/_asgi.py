@@ -28,8 +28,9 @@ from typing import Any, TypeAlias
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive
 from ..control import ActuatorSchedule, LatencyTracker
-from ._loop import DEFAULT_GAINS, ControlContext, ControlLoop, ControlRecord
-from ._metrics import Invocation, Metric, as_sensor, check_error, json_metric, status_error
+from ._decorator import build_loop, checked_metric
+from ._loop import ControlContext, ControlLoop, ControlRecord
+from ._metrics import Invocation, Metric, as_sensor, check_error, status_error
 
 __all__ = ["ASGIApp", "ClosedLoopMiddleware", "default_route_key"]
 
@@ -130,29 +131,8 @@ class ClosedLoopMiddleware:
         if include is not None and not callable(include):
             raise ConfigurationError("include", include, "must be callable")
         self.app = app
-        if controller is not None:
-            if not isinstance(controller, ControlLoop):
-                raise ConfigurationError("controller", controller, "must be a ControlLoop")
-            for name, value in (
-                ("gains", gains),
-                ("tolerance", tolerance),
-                ("schedule", schedule),
-            ):
-                if value is not None:
-                    raise ConfigurationError(name, value, "configure the shared controller instead")
-            self.controller = controller
-        else:
-            self.controller = ControlLoop(
-                gains=DEFAULT_GAINS if gains is None else gains,
-                tolerance=0.1 if tolerance is None else tolerance,
-                schedule=schedule,
-            )
-        if body_metric is not None and (key_fields is not None or schema is not None):
-            raise ConfigurationError(
-                "body_metric", body_metric, "give either body_metric or key_fields/schema"
-            )
-        if key_fields is not None or schema is not None:
-            body_metric = json_metric(() if key_fields is None else key_fields, schema)
+        self.controller = build_loop(controller, gains, tolerance, schedule)
+        body_metric = checked_metric(body_metric, key_fields, schema, name="body_metric")
         self._body_sensor = None if body_metric is None else as_sensor(body_metric, "body_metric")
         self.status_metric = status_metric
         self.latency_target_s = (

@@ -24,16 +24,34 @@ timeout in its context to apply to its own I/O.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, ParamSpec, Protocol, Self, TypeVar, cast, overload
+from collections.abc import Callable, Sequence
+from typing import (
+    Any,
+    Generic,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 from .._exceptions import ConfigurationError
 from ..control import ActuatorSchedule
-from ._engine import RetryOn, RetryPlan, run_async, run_sync, to_retry_predicate
+from ._engine import (
+    Attempts,
+    RetryOn,
+    RetryPlan,
+    awaitable_sleep,
+    run_async,
+    run_sync,
+    to_retry_predicate,
+)
 from ._loop import DEFAULT_GAINS, ControlContext, ControlLoop
 from ._metrics import Invocation, Metric, as_sensor, json_metric
 
@@ -69,14 +87,16 @@ class Controlled(Protocol, Generic[P, R_co]):
     def __get__(self, instance: object, owner: type[Any] | None = None) -> Callable[..., R_co]: ...
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine (an async function or async ``__call__``)."""
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with async __call__
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _accepts(fn: Callable[..., Any], name: str | None) -> bool:
+def accepts(fn: Callable[..., Any], name: str | None) -> bool:
+    """Whether ``fn`` takes a keyword argument ``name`` (the attempt's context)."""
     if name is None:
         return False
     try:
@@ -90,51 +110,83 @@ def _accepts(fn: Callable[..., Any], name: str | None) -> bool:
     )
 
 
-def build_plan(
-    *,
+def build_loop(
     controller: ControlLoop | None,
     gains: tuple[float, float, float] | None,
     tolerance: float | None,
     schedule: ActuatorSchedule | None,
-    metric: Metric | None,
-    key_fields: Sequence[str] | None,
-    schema: Any,
-    retry_on: RetryOn | None,
-    retry_above: float,
-    max_attempts: int,
-    clock: Callable[[], float] | None,
-    enforce_timeout: bool,
-) -> RetryPlan:
-    """Validate the shared options of the decorator and the graph adapter."""
-    if controller is not None:
-        if not isinstance(controller, ControlLoop):
-            raise ConfigurationError("controller", controller, "must be a ControlLoop")
-        for name, value in (("gains", gains), ("tolerance", tolerance), ("schedule", schedule)):
-            if value is not None:
-                raise ConfigurationError(
-                    name, value, "configure the shared controller instead (controller= given)"
-                )
-        loop = controller
-    else:
-        loop = ControlLoop(
+) -> ControlLoop:
+    """The shared ``controller``, or a new loop from ``gains``, ``tolerance``, ``schedule``."""
+    if controller is None:
+        return ControlLoop(
             gains=DEFAULT_GAINS if gains is None else gains,
             tolerance=0.1 if tolerance is None else tolerance,
             schedule=schedule,
         )
-    if metric is not None and (key_fields is not None or schema is not None):
-        raise ConfigurationError(
-            "metric", metric, "give either metric or key_fields/schema, not both"
-        )
-    if key_fields is not None or schema is not None:
-        metric = json_metric(() if key_fields is None else key_fields, schema)
+    if not isinstance(controller, ControlLoop):
+        raise ConfigurationError("controller", controller, "must be a ControlLoop")
+    for name, value in (("gains", gains), ("tolerance", tolerance), ("schedule", schedule)):
+        if value is not None:
+            raise ConfigurationError(
+                name, value, "configure the shared controller instead (controller= given)"
+            )
+    return controller
+
+
+def checked_metric(
+    metric: Metric | None, key_fields: Sequence[str] | None, schema: Any, *, name: str = "metric"
+) -> Metric | None:
+    """``metric``, or the :func:`json_metric` of ``key_fields``/``schema``; not both."""
+    if key_fields is None and schema is None:
+        return metric
+    if metric is not None:
+        raise ConfigurationError(name, metric, f"give either {name} or key_fields/schema, not both")
+    return json_metric(() if key_fields is None else key_fields, schema)
+
+
+class ControlOptions(TypedDict, total=False):
+    """The options every controlled wrapper takes; each is described at :func:`controlled`.
+
+    The decorator, the graph node and the runnable take them as keywords
+    (``**options: Unpack[ControlOptions]``), so the three can never disagree on a name,
+    a type or a default.
+    """
+
+    metric: Metric | None
+    key_fields: Sequence[str] | None
+    schema: Any
+    controller: ControlLoop | None
+    gains: tuple[float, float, float] | None
+    tolerance: float | None
+    schedule: ActuatorSchedule | None
+    retry_on: RetryOn | None
+    retry_above: float
+    max_attempts: int
+    clock: Callable[[], float] | None
+    enforce_timeout: bool
+
+
+def build_plan(options: ControlOptions, *, caller: str) -> RetryPlan:
+    """Validate the shared options; defaults: retries above 0.5, at most 10 attempts."""
+    unknown = sorted(set(options) - ControlOptions.__optional_keys__)
+    if unknown:  # the TypeError Python raises for a keyword the signature lacks
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    loop = build_loop(
+        options.get("controller"),
+        options.get("gains"),
+        options.get("tolerance"),
+        options.get("schedule"),
+    )
+    metric = checked_metric(options.get("metric"), options.get("key_fields"), options.get("schema"))
+    clock = options.get("clock")
     return RetryPlan(
         loop=loop,
         sensor=as_sensor(metric),
-        retry_if=to_retry_predicate(retry_on),
-        retry_above=retry_above,
-        max_attempts=max_attempts,
+        retry_if=to_retry_predicate(options.get("retry_on")),
+        retry_above=options.get("retry_above", 0.5),
+        max_attempts=options.get("max_attempts", 10),
         clock=time.monotonic if clock is None else clock,
-        enforce_timeout=enforce_timeout,
+        enforce_timeout=options.get("enforce_timeout", False),
     )
 
 
@@ -150,6 +202,50 @@ def key_resolver(key: str | KeyFn | None, fn: Callable[..., Any]) -> Callable[..
     if callable(key):
         return key
     raise ConfigurationError("key", key, "must be a str or a function of the call's arguments")
+
+
+Prepare = Callable[[tuple[Any, ...], dict[str, Any]], tuple[str, Invocation]]
+CallKwargs = Callable[[dict[str, Any], ControlContext], dict[str, Any]]
+Finish = Callable[[str, Attempts[Any]], Any]
+
+
+def attempt_wrapper(
+    fn: Callable[..., Any],
+    *,
+    plan: RetryPlan,
+    sleep: Callable[[float], Any] | None,
+    prepare: Prepare,
+    call_kwargs: CallKwargs,
+    finish: Finish,
+) -> Callable[..., Any]:
+    """``fn`` (sync or async, it stays so) with every call run by the attempt loop.
+
+    ``prepare`` names the call's key and what the metric sees, ``call_kwargs`` adds the
+    attempt's context to the arguments, ``finish`` turns the attempts into the return value.
+    """
+    if is_async(fn):
+        wait = awaitable_sleep(sleep)
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            key, invocation = prepare(args, kwargs)
+            outcome = await run_async(
+                plan, key, invocation, lambda ctx: fn(*args, **call_kwargs(kwargs, ctx)), wait
+            )
+            return finish(key, outcome)
+
+        return async_wrapper
+    pause = sleep if sleep is not None else time.sleep
+
+    @functools.wraps(fn)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        key, invocation = prepare(args, kwargs)
+        outcome = run_sync(
+            plan, key, invocation, lambda ctx: fn(*args, **call_kwargs(kwargs, ctx)), pause
+        )
+        return finish(key, outcome)
+
+    return sync_wrapper
 
 
 def _wrap(
@@ -171,9 +267,8 @@ def _wrap(
     ):
         raise ConfigurationError("context_param", context_param, "must be a parameter name")
     resolve_key = key_resolver(key, fn)
-    inject = _accepts(fn, context_param)
-    is_async = _is_async(fn)
-    if not is_async and sleep is not None and inspect.iscoroutinefunction(sleep):
+    inject = accepts(fn, context_param)
+    if not is_async(fn) and sleep is not None and inspect.iscoroutinefunction(sleep):
         raise ConfigurationError("sleep", sleep, "must be a sync function for a sync callable")
 
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Invocation]:
@@ -192,46 +287,14 @@ def _wrap(
         assert context_param is not None
         return {**kwargs, context_param: ctx}
 
-    wrapper: Callable[..., Any]
-    if is_async:
-        async_fn = cast(Callable[..., Awaitable[Any]], fn)
-        async_sleep = sleep if sleep is not None else asyncio.sleep
-
-        async def wait(seconds: float) -> None:
-            pending = async_sleep(seconds)
-            if inspect.isawaitable(pending):
-                await pending
-
-        @functools.wraps(fn)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            k, invocation = prepare(args, kwargs)
-            outcome = await run_async(
-                plan,
-                k,
-                invocation,
-                lambda ctx: async_fn(*args, **with_context(kwargs, ctx)),
-                wait,
-            )
-            return outcome.result
-
-        wrapper = async_wrapper
-    else:
-        sync_sleep = sleep if sleep is not None else time.sleep
-
-        @functools.wraps(fn)
-        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            k, invocation = prepare(args, kwargs)
-            outcome = run_sync(
-                plan,
-                k,
-                invocation,
-                lambda ctx: fn(*args, **with_context(kwargs, ctx)),
-                sync_sleep,
-            )
-            return outcome.result
-
-        wrapper = sync_wrapper
-
+    wrapper = attempt_wrapper(
+        fn,
+        plan=plan,
+        sleep=sleep,
+        prepare=prepare,
+        call_kwargs=with_context,
+        finish=lambda _key, outcome: outcome.result,
+    )
     controlled_fn = cast(Any, wrapper)
     controlled_fn.controller = plan.loop
     controlled_fn.control_key = key if key is not None else resolve_key()
@@ -247,21 +310,10 @@ def controlled(
     fn: None = None,
     /,
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | KeyFn | None = None,
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Callable[[Callable[P_inner, R]], Controlled[P_inner, R]]: ...
 
 
@@ -269,21 +321,10 @@ def controlled(
     fn: Callable[P, R] | None = None,
     /,
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | KeyFn | None = None,
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Controlled[P, R] | Callable[[Callable[P_inner, R]], Controlled[P_inner, R]]:
     """Put a callable (sync or async) under closed-loop control.
 
@@ -310,20 +351,7 @@ def controlled(
         context_param: the parameter that receives the :class:`ControlContext`, if the
             function declares it; ``None`` never passes one.
     """
-    plan = build_plan(
-        controller=controller,
-        gains=gains,
-        tolerance=tolerance,
-        schedule=schedule,
-        metric=metric,
-        key_fields=key_fields,
-        schema=schema,
-        retry_on=retry_on,
-        retry_above=retry_above,
-        max_attempts=max_attempts,
-        clock=clock,
-        enforce_timeout=enforce_timeout,
-    )
+    plan = build_plan(options, caller="controlled")
 
     def decorate(target: Callable[P_inner, R]) -> Controlled[P_inner, R]:
         return _wrap(target, plan=plan, key=key, context_param=context_param, sleep=sleep)

@@ -18,6 +18,7 @@ code, not the world it calls.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,7 +39,15 @@ from .._validation import require_int_at_least, require_unit_interval
 from ._loop import ControlContext, ControlLoop, ControlRecord
 from ._metrics import EXCEPTION_ERROR, Invocation, check_error
 
-__all__ = ["Attempts", "RetryOn", "RetryPlan", "run_async", "run_sync", "to_retry_predicate"]
+__all__ = [
+    "Attempts",
+    "RetryOn",
+    "RetryPlan",
+    "awaitable_sleep",
+    "run_async",
+    "run_sync",
+    "to_retry_predicate",
+]
 
 T = TypeVar("T")
 
@@ -134,6 +143,15 @@ class _Call:
         self.records: list[ControlRecord] = []
         self.start = 0.0
 
+    def driver(self, sleep: Callable[[float], Any]) -> dict[str, Any]:
+        """What the retry driver (sync or async) takes besides the attempt and the policy."""
+        return {
+            "sleep": sleep,
+            "clock": self.plan.clock,
+            "observe": self.observe,
+            "passthrough": (),
+        }
+
     def context(self, attempt: int) -> ControlContext:
         ctx = self.plan.loop.context(self.key, attempt)
         self.start = self.plan.clock()
@@ -185,14 +203,7 @@ def run_sync(
 ) -> Attempts[T]:
     """Run ``attempt_fn`` under the controller, retrying synchronously."""
     call = _Call(plan, key, invocation)
-    done = retry_sync(
-        lambda n: attempt_fn(call.context(n)),
-        plan.policy,
-        sleep=sleep,
-        clock=plan.clock,
-        observe=call.observe,
-        passthrough=(),
-    )
+    done = retry_sync(lambda n: attempt_fn(call.context(n)), plan.policy, **call.driver(sleep))
     return Attempts(done.unwrap(), tuple(call.records))
 
 
@@ -217,12 +228,17 @@ async def run_async(
                 return await attempt_fn(ctx)
         return await attempt_fn(ctx)
 
-    done = await retry_async(
-        attempt,
-        plan.policy,
-        sleep=sleep,
-        clock=plan.clock,
-        observe=call.observe,
-        passthrough=(),
-    )
+    done = await retry_async(attempt, plan.policy, **call.driver(sleep))
     return Attempts(done.unwrap(), tuple(call.records))
+
+
+def awaitable_sleep(sleep: Callable[[float], Any] | None) -> Callable[[float], Awaitable[None]]:
+    """``sleep`` (sync or async; default ``asyncio.sleep``) as the awaited wait of a retry."""
+    chosen = asyncio.sleep if sleep is None else sleep
+
+    async def wait(seconds: float) -> None:
+        pending = chosen(seconds)
+        if inspect.isawaitable(pending):
+            await pending
+
+    return wait

@@ -24,14 +24,11 @@ A node that fails after its last attempt raises as before, and nothing is writte
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
-import inspect
 import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, Any, TypedDict, Unpack, cast
 
 try:
     from langchain_core.runnables import Runnable, RunnableConfig
@@ -43,11 +40,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from .._exceptions import ConfigurationError
-from ..control import ActuatorSchedule
-from ._decorator import build_plan
-from ._engine import Attempts, RetryOn, RetryPlan, run_async, run_sync
+from ._decorator import ControlOptions, accepts, attempt_wrapper, build_plan
+from ._engine import Attempts, RetryPlan, awaitable_sleep, run_async, run_sync
 from ._loop import ControlContext, ControlLoop, ControlRecord
-from ._metrics import Invocation, Metric
+from ._metrics import Invocation
 
 __all__ = ["ControlState", "ControlledRunnable", "controlled_node", "signal_record"]
 
@@ -101,38 +97,14 @@ def _write(output: Any, state_key: str | None, signal: dict[str, Any]) -> Any:
     return output
 
 
-def _context_kwargs(fn: Callable[..., Any], name: str | None) -> bool:
-    if name is None:
-        return False
-    try:
-        param = inspect.signature(fn).parameters.get(name)
-    except (TypeError, ValueError):
-        return False
-    return param is not None and param.kind in (
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        inspect.Parameter.KEYWORD_ONLY,
-    )
-
-
 def controlled_node(
     node: Callable[..., Any],
     *,
-    metric: Metric | None = None,
-    key_fields: Sequence[str] | None = None,
-    schema: Any = None,
     key: str | None = None,
     state_key: str | None = "closedloop",
-    controller: ControlLoop | None = None,
-    gains: tuple[float, float, float] | None = None,
-    tolerance: float | None = None,
-    schedule: ActuatorSchedule | None = None,
-    retry_on: RetryOn | None = None,
-    retry_above: float = 0.5,
-    max_attempts: int = 10,
     sleep: Callable[[float], Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    enforce_timeout: bool = False,
     context_param: str | None = "control",
+    **options: Unpack[ControlOptions],
 ) -> Callable[..., Any]:
     """Wrap a LangGraph node function (sync or async) with the controller.
 
@@ -150,66 +122,26 @@ def controlled_node(
         raise ConfigurationError("state_key", state_key, "must be a non-empty str or None")
     if key is not None and not isinstance(key, str):
         raise ConfigurationError("key", key, "must be a str (the node name by default)")
-    plan = build_plan(
-        controller=controller,
-        gains=gains,
-        tolerance=tolerance,
-        schedule=schedule,
-        metric=metric,
-        key_fields=key_fields,
-        schema=schema,
-        retry_on=retry_on,
-        retry_above=retry_above,
-        max_attempts=max_attempts,
-        clock=clock,
-        enforce_timeout=enforce_timeout,
-    )
+    plan = build_plan(options, caller="controlled_node")
     fallback = getattr(node, "__name__", None) or type(node).__name__
-    inject = _context_kwargs(node, context_param)
+    inject = accepts(node, context_param)
+
+    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Invocation]:
+        return key or _node_name(fallback), Invocation(args, kwargs)
 
     def attempt_kwargs(kwargs: dict[str, Any], ctx: ControlContext) -> dict[str, Any]:
         return {**kwargs, cast(str, context_param): ctx} if inject else kwargs
 
-    wrapper: Callable[..., Any]
-    if inspect.iscoroutinefunction(node) or inspect.iscoroutinefunction(
-        getattr(node, "__call__", None)  # noqa: B004
-    ):
-        wait = sleep if sleep is not None else asyncio.sleep
-
-        async def pause(seconds: float) -> None:
-            pending = wait(seconds)
-            if inspect.isawaitable(pending):
-                await pending
-
-        @functools.wraps(node)
-        async def async_node(state: Any, *args: Any, **kwargs: Any) -> Any:
-            name = key or _node_name(fallback)
-            outcome: Attempts[Any] = await run_async(
-                plan,
-                name,
-                Invocation((state, *args), kwargs),
-                lambda ctx: node(state, *args, **attempt_kwargs(kwargs, ctx)),
-                pause,
-            )
-            return _write(outcome.result, state_key, signal_record(name, outcome.records))
-
-        wrapper = async_node
-    else:
-        pause_sync = sleep if sleep is not None else time.sleep
-
-        @functools.wraps(node)
-        def sync_node(state: Any, *args: Any, **kwargs: Any) -> Any:
-            name = key or _node_name(fallback)
-            outcome: Attempts[Any] = run_sync(
-                plan,
-                name,
-                Invocation((state, *args), kwargs),
-                lambda ctx: node(state, *args, **attempt_kwargs(kwargs, ctx)),
-                pause_sync,
-            )
-            return _write(outcome.result, state_key, signal_record(name, outcome.records))
-
-        wrapper = sync_node
+    wrapper = attempt_wrapper(
+        node,
+        plan=plan,
+        sleep=sleep,
+        prepare=prepare,
+        call_kwargs=attempt_kwargs,
+        finish=lambda name, outcome: _write(
+            outcome.result, state_key, signal_record(name, outcome.records)
+        ),
+    )
     cast(Any, wrapper).controller = plan.loop
     return wrapper
 
@@ -230,23 +162,12 @@ class ControlledRunnable(Runnable[Any, Any]):
         self,
         runnable: Runnable[Any, Any],
         *,
-        metric: Metric | None = None,
-        key_fields: Sequence[str] | None = None,
-        schema: Any = None,
         key: str | None = None,
         state_key: str | None = "closedloop",
         context_key: str = "closedloop",
-        controller: ControlLoop | None = None,
-        gains: tuple[float, float, float] | None = None,
-        tolerance: float | None = None,
-        schedule: ActuatorSchedule | None = None,
-        retry_on: RetryOn | None = None,
-        retry_above: float = 0.5,
-        max_attempts: int = 10,
         sleep: Callable[[float], Any] | None = None,
         async_sleep: Callable[[float], Any] | None = None,
-        clock: Callable[[], float] | None = None,
-        enforce_timeout: bool = False,
+        **options: Unpack[ControlOptions],
     ) -> None:
         if not isinstance(runnable, Runnable):
             raise ConfigurationError("runnable", runnable, "must be a langchain Runnable")
@@ -256,25 +177,12 @@ class ControlledRunnable(Runnable[Any, Any]):
             if fn is not None and not callable(fn):
                 raise ConfigurationError(name, fn, "must be callable with seconds")
         self.runnable = runnable
-        self.plan: RetryPlan = build_plan(
-            controller=controller,
-            gains=gains,
-            tolerance=tolerance,
-            schedule=schedule,
-            metric=metric,
-            key_fields=key_fields,
-            schema=schema,
-            retry_on=retry_on,
-            retry_above=retry_above,
-            max_attempts=max_attempts,
-            clock=clock,
-            enforce_timeout=enforce_timeout,
-        )
+        self.plan: RetryPlan = build_plan(options, caller="ControlledRunnable")
         self.key = key if key is not None else runnable.get_name()
         self.state_key = state_key
         self.context_key = context_key
         self._sleep = sleep if sleep is not None else time.sleep
-        self._async_sleep = async_sleep if async_sleep is not None else asyncio.sleep
+        self._async_sleep = awaitable_sleep(async_sleep)
         self.name = f"Controlled{runnable.get_name()}"
 
     @property
@@ -300,17 +208,11 @@ class ControlledRunnable(Runnable[Any, Any]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """One controlled call of the inner runnable, awaited."""
-
-        async def pause(seconds: float) -> None:
-            pending = self._async_sleep(seconds)
-            if inspect.isawaitable(pending):
-                await pending
-
         outcome: Attempts[Any] = await run_async(
             self.plan,
             self.key,
             Invocation((input,), kwargs),
             lambda ctx: self.runnable.ainvoke(input, self._config(config, ctx), **kwargs),
-            pause,
+            self._async_sleep,
         )
         return _write(outcome.result, self.state_key, signal_record(self.key, outcome.records))

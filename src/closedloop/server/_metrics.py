@@ -37,90 +37,56 @@ class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.runs_started = Counter(
-            "closedloop_runs_started", "Runs started (or resumed).", ["agent", "kind"], registry=r
-        )
-        self.runs_finished = Counter(
-            "closedloop_runs_finished",
-            "Runs that reached a halt, by halt reason.",
-            ["agent", "halt_reason", "success"],
-            registry=r,
-        )
+
+        # Labels as one space-separated string: a Prometheus label name has no spaces.
+        def counter(name: str, doc: str, labels: str = "") -> Counter:
+            return Counter(f"closedloop_{name}", doc, labels.split(), registry=r)
+
+        def histogram(
+            name: str, doc: str, buckets: tuple[float, ...], labels: str = ""
+        ) -> Histogram:
+            return Histogram(f"closedloop_{name}", doc, labels.split(), buckets=buckets, registry=r)
+
+        unit = _UNIT_BUCKETS
+        latency = _LATENCY_BUCKETS
         self.runs_active = Gauge(
             "closedloop_runs_active", "Runs executing in this process.", registry=r
         )
-        self.steps = Counter(
-            "closedloop_steps",
-            "Loop steps, by the protocol in force.",
-            ["agent", "protocol"],
-            registry=r,
+        self.runs_started = counter("runs_started", "Runs started (or resumed).", "agent kind")
+        self.runs_finished = counter(
+            "runs_finished",
+            "Runs that reached a halt, by halt reason.",
+            "agent halt_reason success",
         )
-        self.protocol_level = Histogram(
-            "closedloop_protocol_level",
+        self.steps = counter("steps", "Loop steps, by the protocol in force.", "agent protocol")
+        self.protocol_level = histogram(
+            "protocol_level",
             "Protocol level of each step (0 normal, 1 dual verification, 2 dimension "
             "reduction, 3 manual handover).",
-            buckets=(0, 1, 2, 3),
-            registry=r,
+            (0, 1, 2, 3),
         )
-        self.error = Histogram(
-            "closedloop_control_error", "e(t) of each step.", buckets=_UNIT_BUCKETS, registry=r
+        self.error = histogram("control_error", "e(t) of each step.", unit)
+        self.control = histogram("control_signal", "u(t), the PID output of each step.", unit)
+        self.f_est = histogram("f_est", "The ESO's total-disturbance estimate of each step.", unit)
+        self.quality = histogram("step_quality", "q of each step (1 is perfect).", unit)
+        self.handovers = counter(
+            "handovers", "Handover events: created, approved, edited, rejected.", "event"
         )
-        self.control = Histogram(
-            "closedloop_control_signal",
-            "u(t), the PID output of each step.",
-            buckets=_UNIT_BUCKETS,
-            registry=r,
+        self.model_calls = counter("model_calls", "Model calls, by outcome.", "model outcome")
+        self.model_latency = histogram(
+            "model_latency_seconds", "Latency of successful model calls.", latency, "model"
         )
-        self.f_est = Histogram(
-            "closedloop_f_est",
-            "The ESO's total-disturbance estimate of each step.",
-            buckets=_UNIT_BUCKETS,
-            registry=r,
-        )
-        self.quality = Histogram(
-            "closedloop_step_quality",
-            "q of each step (1 is perfect).",
-            buckets=_UNIT_BUCKETS,
-            registry=r,
-        )
-        self.handovers = Counter(
-            "closedloop_handovers",
-            "Handover events: created, approved, edited, rejected.",
-            ["event"],
-            registry=r,
-        )
-        self.model_calls = Counter(
-            "closedloop_model_calls", "Model calls, by outcome.", ["model", "outcome"], registry=r
-        )
-        self.model_latency = Histogram(
-            "closedloop_model_latency_seconds",
-            "Latency of successful model calls.",
-            ["model"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.model_tokens = Counter(
-            "closedloop_model_tokens", "Tokens, by model and kind.", ["model", "kind"], registry=r
-        )
-        self.http_requests = Counter(
-            "closedloop_http_requests",
+        self.model_tokens = counter("model_tokens", "Tokens, by model and kind.", "model kind")
+        self.http_requests = counter(
+            "http_requests",
             "HTTP requests, by route template and status.",
-            ["method", "route", "status"],
-            registry=r,
+            "method route status",
         )
-        self.http_latency = Histogram(
-            "closedloop_http_request_seconds",
-            "HTTP handling time by route template.",
-            ["route"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.http_latency = histogram(
+            "http_request_seconds", "HTTP handling time by route template.", latency, "route"
         )
-        self.auth_failures = Counter(
-            "closedloop_auth_failures", "Requests refused for their key.", ["reason"], registry=r
-        )
-        self.rate_limited = Counter(
-            "closedloop_rate_limited", "Requests refused by the per-key rate limit.", registry=r
-        )
+        self.auth_failures = counter("auth_failures", "Requests refused for their key.", "reason")
+        self.rate_limited = counter("rate_limited", "Requests refused by the per-key rate limit.")
 
     def step(self, agent: str, record: StepRecord) -> None:
         """Count one step and its control signals."""

@@ -15,9 +15,9 @@ from .._exceptions import (
     PostconditionFailedError,
     PreconditionFailedError,
 )
+from .._policy import RetryPolicy
 from .._validation import require_positive
 from ._effect import EffectClass, EffectRecord
-from ._retry import RetryPolicy
 
 __all__ = [
     "AtomicAction",

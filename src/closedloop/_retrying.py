@@ -77,7 +77,9 @@ class _Loop:
             raise ConfigurationError("policy", policy, "must be a RetryPolicy")
         self.policy = policy
         self.clock = clock
-        self.rng = rng if rng is not None else random.Random(0)
+        # Made when a state is first judged: seeding a generator costs tens of microseconds,
+        # more than an attempt that returns and needs no judging.
+        self.rng = rng
         self.observe = observe
         # A returned attempt needs no judging when nothing can fire on it: the common
         # case (retry on exceptions only) then costs no state and no decision.
@@ -88,6 +90,8 @@ class _Loop:
 
     def judge(self, value: Any, error: BaseException | None) -> tuple[PolicyState, PolicyDecision]:
         facts = {} if self.observe is None else dict(self.observe(self.attempt, value, error))
+        if self.rng is None:
+            self.rng = random.Random(0)
         state = PolicyState(
             attempt=self.attempt,
             elapsed_s=max(0.0, self.clock() - self.start),

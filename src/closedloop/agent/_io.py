@@ -10,6 +10,7 @@ passing faults), never the step's decisions.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -290,6 +291,8 @@ class _Halted(Exception):
         self.reason = reason
 
 
+_NO_DRAWS = random.Random(0)  # the read retry's policy draws no jitter: one source for all
+
 _FAULTS = frozenset({ObservationStatus.TIMEOUT.value, ObservationStatus.RATE_LIMITED.value})
 
 
@@ -306,6 +309,14 @@ class ToolPort:
         self.executor = executor
         self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
         self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
+        # Asking a read again: why (the facts :meth:`run` observes), after the delay they name,
+        # unless the answer in hand is the last this step can have (the wait would end
+        # past the run's deadline).
+        self._again = RetryPolicy(
+            stop=when(lambda s: run.elapsed() + s.fact("delay_s") >= run.deadline_s, "deadline"),
+            wait=wait_fact("delay_s"),
+            retry=when(lambda s: s.fact("why")),
+        )
 
     def allows_repeat(self, tool: Tool, signature: str) -> bool:
         """The same read again, right after its last answer was a passing fault: let it
@@ -423,18 +434,12 @@ class ToolPort:
                 if cut is not None:
                     raise _Halted(cut)
 
-        again = RetryPolicy(
-            # The answer in hand is the last this step can have when the wait would end
-            # past the run's deadline.
-            stop=when(lambda s: run.elapsed() + s.fact("delay_s") >= run.deadline_s, "deadline"),
-            wait=wait_fact("delay_s"),
-            retry=when(lambda s: s.fact("why")),
-        )
         try:
             done = await retry_async(
                 attempt,
-                again,
+                self._again,
                 sleep=pause,
+                rng=_NO_DRAWS,
                 observe=observe,
                 before_sleep=record,
                 passthrough=(Exception,),  # the executor retried exceptions already

@@ -87,7 +87,6 @@ def _plan(
     """
     if not isinstance(policy, RetryPolicy):
         raise ConfigurationError("policy", policy, "must be a RetryPolicy")
-    rng = rng if rng is not None else random.Random(0)
     # A returned attempt needs no judging when nothing can fire on it: the common
     # case (retry on exceptions only) then costs no state and no decision.
     judge_results = observe is not None or policy.retry.fires_on_results()
@@ -100,6 +99,10 @@ def _plan(
             yield Retried(value, None, attempt, delays)
             return
         facts = {} if observe is None else dict(observe(attempt, value, error))
+        if rng is None:
+            # Made when a state is first judged: seeding a generator costs tens of
+            # microseconds, more than an attempt that returns and needs no judging.
+            rng = random.Random(0)
         state = PolicyState(
             attempt=attempt,
             elapsed_s=max(0.0, clock() - start),

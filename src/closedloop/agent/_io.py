@@ -10,6 +10,7 @@ passing faults), never the step's decisions.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,19 +26,26 @@ from .._exceptions import (
 )
 from ..control import ActuatorSettings
 from ..execution import (
-    PROGRAMMING_ERRORS,
     ActionOutcome,
     Confirmation,
     EffectClass,
     Executor,
     OutcomeStatus,
-    RetryIfException,
-    RetryPolicy,
-    StopAfterAttempt,
-    WaitFixed,
 )
 from ..models import Completion, Model, ModelRequest
 from ..perception import Observation, ObservationStatus
+from ..policy import (
+    PROGRAMMING_ERRORS,
+    PolicyDecision,
+    PolicyState,
+    RetryPolicy,
+    retry_async,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_fact,
+    wait_fixed,
+    when,
+)
 from ._inflight import Budget, race
 from ._records import ActionCall, HaltReason, RunUsageSummary
 from ._repeats import action_signature
@@ -275,6 +283,16 @@ def outcome_observation(outcome: ActionOutcome, source: str, now: float) -> Obse
     return Observation.failed(str(error), source=source, timestamp=now, meaning=meaning)
 
 
+class _Halted(Exception):
+    """The run must end during the wait before a read is asked again."""
+
+    def __init__(self, reason: HaltReason) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_NO_DRAWS = random.Random(0)  # the read retry's policy draws no jitter: one source for all
+
 _FAULTS = frozenset({ObservationStatus.TIMEOUT.value, ObservationStatus.RATE_LIMITED.value})
 
 
@@ -291,6 +309,14 @@ class ToolPort:
         self.executor = executor
         self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
         self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
+        # Asking a read again: why (the facts :meth:`run` observes), after the delay they name,
+        # unless the answer in hand is the last this step can have (the wait would end
+        # past the run's deadline).
+        self._again = RetryPolicy(
+            stop=when(lambda s: run.elapsed() + s.fact("delay_s") >= run.deadline_s, "deadline"),
+            wait=wait_fact("delay_s"),
+            retry=when(lambda s: s.fact("why")),
+        )
 
     def allows_repeat(self, tool: Tool, signature: str) -> bool:
         """The same read again, right after its last answer was a passing fault: let it
@@ -319,7 +345,8 @@ class ToolPort:
 
         A read (``recomputable``) whose answer is a passing fault is asked again here,
         within the same ``max_retries`` the executor has for exceptions (see
-        ``_reads.py``); each retry goes into the returned :class:`ToolRun`.
+        ``_reads.py``), by the one retry driver of :mod:`closedloop.policy`; each retry
+        goes into the returned :class:`ToolRun`.
         """
         run = self._run
         action = tool.action
@@ -328,16 +355,22 @@ class ToolPort:
         policy = run.settings.read_retry
         read = tool.effect is EffectClass.RECOMPUTABLE
         budget = 1 + int(settings.max_retries)
-        used = 0
+        used = 0  # the executor's attempts so far: asking again spends the same budget
         rechecked = False
+        outcome: ActionOutcome | None = None
+        halt: HaltReason | None = None
         retries: list[dict[str, Any]] = []
         confirmation = run.confirmation
         run.confirmation = None  # a human's approval covers the one frozen action only
-        while True:
+
+        executor_wait = wait_fixed(max(0.0, settings.retry_delay_ms / 1000.0))
+        executor_retry = retry_if_exception_type(exclude=(*PROGRAMMING_ERRORS, ToolError))
+
+        async def attempt(_: int) -> Observation | None:
+            nonlocal outcome, halt, used
+            # The executor retries exceptions within what is left of the budget.
             retry = RetryPolicy(
-                StopAfterAttempt(max(1, budget - used)),
-                WaitFixed(max(0.0, settings.retry_delay_ms / 1000.0)),
-                RetryIfException(exclude=(*PROGRAMMING_ERRORS, ToolError)),
+                stop_after_attempt(max(1, budget - used)), executor_wait, executor_retry
             )
             outcome, halt = await race(
                 self.executor.execute(
@@ -352,14 +385,19 @@ class ToolPort:
                 run.watchers(),
             )
             if outcome is None:
-                return ToolRun(None, None, halt, tuple(retries))
+                return None
             used += max(1, outcome.attempts)
-            observation = outcome_observation(outcome, tool.name, run.settings.wall_clock())
-            if not (read and outcome.ok):
-                break
-            why = ""
+            return outcome_observation(outcome, tool.name, run.settings.wall_clock())
+
+        def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
+            # Why this answer is worth asking again (the retry slot) and after how long.
+            nonlocal rechecked
+            if observation is None or outcome is None or not (read and outcome.ok):
+                return {}
+            why = None
             if policy.should_retry(observation) and used < budget:
                 why = "passing fault"
+                self.recent_faults[tool.name] = run.state.step
             elif (
                 observation.status is ObservationStatus.EMPTY
                 and policy.enabled
@@ -369,30 +407,48 @@ class ToolPort:
             ):
                 why = "empty answer re-checked (the tool's error is high or it failed recently)"
                 rechecked = True
-            if not why:
-                break
+            if why is None:
+                return {}
             delay = policy.delay_s(observation, settings.retry_delay_ms) if used < budget else 0.0
-            if why == "passing fault":
-                self.recent_faults[tool.name] = run.state.step
-            if run.elapsed() + delay >= run.deadline_s:
-                break  # the answer in hand is the last this step can have
+            return {"why": why, "delay_s": delay}
+
+        def record(state: PolicyState, decision: PolicyDecision) -> None:
+            answer: Observation = state.outcome
             retries.append(
                 {
                     "attempt": len(retries) + 1,
-                    "status": observation.status.value,
-                    "error": observation.error,
-                    "delay_s": delay,
-                    "reason": why,
+                    "status": answer.status.value,
+                    "error": answer.error,
+                    "delay_s": decision.delay_s,
+                    "reason": state.fact("why"),
                 }
             )
+
+        async def pause(delay: float) -> None:
             if delay > 0:
-                # Cancellation and the budget may cut the wait; the deadline was checked above.
+                # Cancellation and the budget may cut the wait; the deadline was checked before.
                 watchers: dict[HaltReason, Callable[[], Any]] = {
                     k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE
                 }
-                _, halt = await race(run.settings.sleep(delay), watchers)
-                if halt is not None:
-                    return ToolRun(None, None, halt, tuple(retries))
+                _, cut = await race(run.settings.sleep(delay), watchers)
+                if cut is not None:
+                    raise _Halted(cut)
+
+        try:
+            done = await retry_async(
+                attempt,
+                self._again,
+                sleep=pause,
+                rng=_NO_DRAWS,
+                observe=observe,
+                before_sleep=record,
+                passthrough=(Exception,),  # the executor retried exceptions already
+            )
+        except _Halted as stop:
+            return ToolRun(None, None, stop.reason, tuple(retries))
+        observation = done.value
+        if outcome is None or observation is None:
+            return ToolRun(None, None, halt, tuple(retries))
         if read and policy.should_retry(observation):
             self.recent_faults[tool.name] = run.state.step
         not_run = (OutcomeStatus.PRECONDITION_FAILED, OutcomeStatus.CONFIRMATION_REQUIRED)

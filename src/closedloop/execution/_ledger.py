@@ -13,13 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._conflict import retry_on_conflict
 from .._exceptions import (
     ConfigurationError,
     LedgerError,
     ReconciliationRequiredError,
     StaleStateError,
 )
-from .._policy import PROGRAMMING_ERRORS
+from .._policy import PROGRAMMING_ERRORS, retry_if_result
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
 from ._effect import EffectRecord, EffectStatus
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 _SEQ_CAS_ATTEMPTS = 64
+# A commit whose counter moved under it answers None and takes the next number.
+_COUNTER_MOVED = retry_if_result(lambda committed: committed is None)
 
 
 class StoredRecord(Protocol):
@@ -217,7 +220,8 @@ class EffectLedger:
         worker's commit and raises, as a plain commit would.
         """
         namespace = f"{self.namespace}.seq"
-        for _ in range(_SEQ_CAS_ATTEMPTS):
+
+        async def attempt(_: int) -> EffectRecord | None:
             # The counter as this ledger last wrote it saves a read per commit; if another
             # writer moved it since, the compare-and-set below fails and it is read afresh.
             known = self._seq.pop(record.task_id, None)
@@ -242,9 +246,15 @@ class EffectLedger:
                 entry = await self.store.record_get(self.namespace, record.key)
                 if entry is None or entry.version != record.version:
                     raise
-                continue
+                return None  # only the counter moved: take the next number
             self._seq[record.task_id] = (seq, stored[0].version)
             return updated.model_copy(update={"version": stored[1].version})
+
+        committed = (
+            await retry_on_conflict(attempt, _SEQ_CAS_ATTEMPTS, conflict=_COUNTER_MOVED)
+        ).value
+        if committed is not None:
+            return committed
         raise LedgerError(f"task {record.task_id!r}: could not take a commit sequence number")
 
     async def record_committed(
@@ -421,19 +431,21 @@ class EffectLedger:
 
     async def _next_seq(self, task_id: str) -> int:
         namespace = f"{self.namespace}.seq"
-        for _ in range(_SEQ_CAS_ATTEMPTS):
+
+        async def attempt(_: int) -> int:
             current = await self.store.record_get(namespace, task_id)
             seq = 1 if current is None else int(current.value["seq"]) + 1
-            try:
-                await self.store.record_put(
-                    namespace,
-                    task_id,
-                    {"seq": seq},
-                    expected_version=0 if current is None else current.version,
-                )
-            except StaleStateError:
-                continue
+            await self.store.record_put(
+                namespace,
+                task_id,
+                {"seq": seq},
+                expected_version=0 if current is None else current.version,
+            )
             return seq
+
+        taken = await retry_on_conflict(attempt, _SEQ_CAS_ATTEMPTS)
+        if taken.ok:
+            return taken.unwrap()
         raise LedgerError(f"task {task_id!r}: could not take a commit sequence number")
 
 

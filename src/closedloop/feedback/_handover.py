@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, SessionNotFoundError, StaleStateError
 from ._store import Record, StateStore, record_name
 
@@ -411,12 +412,13 @@ class HandoverQueue:
             raise ConfigurationError("note", note, "must be a string")
         by = _optional_text("decided_by", decided_by)
         item_id = id
-        last_version = 0
-        for _ in range(_DECIDE_ATTEMPTS):
+        seen: list[tuple[HandoverItem, int]] = []  # the item as last read, and its version
+
+        async def attempt(_: int) -> HandoverItem | None:
             record, item = await self._read(item_id)
-            last_version = record.version
+            seen[:] = [(item, record.version)]
             if item.status.decided:
-                raise self._already_decided(item, record.version)
+                return None  # someone decided first: refused below
             decided = HandoverItem.model_validate(
                 {
                     **item.model_dump(),
@@ -427,18 +429,20 @@ class HandoverQueue:
                     "decided_by": by,
                 }
             )
-            try:
-                written = await self.store.record_put(
-                    self.namespace,
-                    item_id,
-                    _record_value(decided),
-                    expected_version=record.version,
-                )
-            except StaleStateError:
-                continue  # someone wrote first: read again, and refuse if they decided
+            # A lost race (StaleStateError) reads again, and refuses if the winner decided.
+            written = await self.store.record_put(
+                self.namespace, item_id, _record_value(decided), expected_version=record.version
+            )
             return HandoverItem.from_record(written)
+
+        done = await retry_on_conflict(attempt, _DECIDE_ATTEMPTS)
+        if done.value is not None:
+            return done.value
+        item, version = seen[0]
+        if item.status.decided:
+            raise self._already_decided(item, version)
         # Only reachable if another writer changes a pending item on every attempt.
-        raise StaleStateError(record_name(self.namespace, item_id), last_version, None)
+        raise StaleStateError(record_name(self.namespace, item_id), version, None)
 
     def _already_decided(self, item: HandoverItem, version: int) -> StaleStateError:
         exc = StaleStateError(record_name(self.namespace, item.id), version - 1, version)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, Self, runtime_checkable
 
+from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
 from .._validation import require_int_at_least, require_positive
 from ._json import JSONValue, check_json, encode_document, thaw
@@ -425,23 +426,19 @@ class BaseStore(ABC):
         ``max_attempts`` lost races the last :class:`StaleStateError` is raised.
         """
         require_int_at_least("max_attempts", max_attempts, 1)
-        last: StaleStateError | None = None
-        for attempt in range(max_attempts):
-            if attempt:
+
+        async def attempt(n: int) -> Snapshot:
+            if n > 1:
                 self._counters.add("cas_retries")
             snapshot = await self.get(session_id)
-            new_data = fn(snapshot)
-            try:
-                return await self.put(
-                    session_id,
-                    new_data,
-                    expected_version=snapshot.version,
-                    field_ttl_s=field_ttl_s,
-                )
-            except StaleStateError as exc:
-                last = exc
-        assert last is not None
-        raise last
+            return await self.put(
+                session_id,
+                fn(snapshot),
+                expected_version=snapshot.version,
+                field_ttl_s=field_ttl_s,
+            )
+
+        return (await retry_on_conflict(attempt, max_attempts)).unwrap()
 
     async def __aenter__(self) -> Self:
         return self

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, SessionNotFoundError
+from .._policy import retry_if_result
 from ..feedback import StateStore
 
 __all__ = ["KEY_NAMESPACE", "ApiKeyInfo", "ApiKeys", "CreatedKey", "Principal"]
@@ -94,7 +96,8 @@ class ApiKeys:
             )
         salt = secrets.token_bytes(16)
         secret = secrets.token_hex(24)
-        for _ in range(8):
+
+        async def draw(_: int) -> CreatedKey | None:
             key_id = secrets.token_hex(6)
             info = ApiKeyInfo(key_id=key_id, name=name, created_at=float(self._clock()))
             value = {
@@ -102,9 +105,15 @@ class ApiKeys:
                 "salt": salt.hex(),
                 "hash": _digest(salt, secret),
             }
-            if await self.store.record_get(KEY_NAMESPACE, key_id) is None:
-                await self.store.record_put(KEY_NAMESPACE, key_id, value, expected_version=0)
-                return CreatedKey(info=info, token=f"{_PREFIX}{key_id}-{secret}")
+            if await self.store.record_get(KEY_NAMESPACE, key_id) is not None:
+                return None  # the id is taken: draw another
+            await self.store.record_put(KEY_NAMESPACE, key_id, value, expected_version=0)
+            return CreatedKey(info=info, token=f"{_PREFIX}{key_id}-{secret}")
+
+        taken = retry_if_result(lambda created: created is None)
+        created = (await retry_on_conflict(draw, 8, conflict=taken)).value
+        if created is not None:
+            return created
         raise ConfigurationError("key_id", "(random)", "no free key id after 8 draws")
 
     async def list(self) -> list[ApiKeyInfo]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._exceptions import StaleStateError
+from .._conflict import retry_on_conflict
 from ..feedback import HandoverQueue, Record, StateStore
 from ..feedback._handover import redact
 from ..models import MeteredModel
@@ -108,8 +108,8 @@ async def update_run(
     ``timing`` (wall seconds, the run's metered model) adds to the record's totals.
     Returns the new record, or ``{}`` when the record is gone.
     """
-    last: StaleStateError | None = None
-    for _ in range(16):
+
+    async def attempt(_: int) -> dict[str, Any]:
         record = await store.record_get(RUNS, key)
         if record is None:
             return {}  # the session was deleted under the run: nothing to record
@@ -122,14 +122,10 @@ async def update_run(
                 "model_s": float(before.get("model_s", 0.0)) + metered.waited_s,
                 "model_calls": int(before.get("model_calls", 0)) + metered.calls,
             }
-        try:
-            await store.record_put(RUNS, key, value, expected_version=record.version)
-        except StaleStateError as exc:
-            last = exc
-            continue
+        await store.record_put(RUNS, key, value, expected_version=record.version)
         return value
-    assert last is not None
-    raise last
+
+    return (await retry_on_conflict(attempt, 16)).unwrap()
 
 
 async def delete_run_state(store: StateStore, record: Record) -> str:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
+from .._conflict import retry_on_conflict
 from .._exceptions import ClosedLoopError, ConfigurationError, StaleStateError
 from ..agent import read_trace
 from ..feedback import Record, StateStore
@@ -154,7 +155,8 @@ async def update_session(
     """
     store = service.scoped(principal)
     expected = _expected_version(if_match)
-    for _ in range(_UPDATE_ATTEMPTS):
+
+    async def attempt(_: int) -> dict[str, Any]:
         record = await _session_record(service, store, session_id)
         if expected is not None and record.version != expected:
             raise _conflict(session_id, expected, record.version)
@@ -167,9 +169,13 @@ async def update_session(
         except StaleStateError:
             if expected is not None:
                 raise _conflict(session_id, expected, None) from None
-            continue
+            raise  # lost a race: try again on the newest version
         response.headers["ETag"] = f'"{stored.version}"'
         return {**session, "version": stored.version}
+
+    done = await retry_on_conflict(attempt, _UPDATE_ATTEMPTS)
+    if done.ok:
+        return done.unwrap()
     raise ApiError(409, "contention", "the session changed under every attempt; try again")
 
 

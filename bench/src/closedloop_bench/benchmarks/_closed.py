@@ -44,6 +44,13 @@ from closedloop.agent import (
 )
 from closedloop.control import schedule_max_retries
 from closedloop.execution import AtomicAction, Condition
+from closedloop.policy import (
+    RetryPolicy,
+    retry_async,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_fixed,
+)
 
 from ..reference import DOMAIN_TOOLS, Answer, WorldTools
 from ._strategies import LABELS, Episode, Outcome
@@ -70,15 +77,15 @@ async def _again(
     fn: Callable[..., Any], args: tuple[Any, ...], attempts: int, sleep: Sleep, delay_s: float
 ) -> Any:
     """``fn(*args)``, asked again while a read it needs fails (``ActionError``)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            result = fn(*args)
-            return await result if inspect.isawaitable(result) else result
-        except ActionError:
-            if attempt == attempts:
-                raise
-            await sleep(delay_s)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    async def attempt(_: int) -> Any:
+        result = fn(*args)
+        return await result if inspect.isawaitable(result) else result
+
+    policy = RetryPolicy(
+        stop_after_attempt(attempts), wait_fixed(delay_s), retry_if_exception_type(ActionError)
+    )
+    return (await retry_async(attempt, policy, sleep=sleep)).unwrap()
 
 
 def _patient(action: AtomicAction, attempts: int, sleep: Sleep, delay_s: float) -> AtomicAction:

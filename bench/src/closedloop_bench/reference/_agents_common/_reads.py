@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from closedloop._exceptions import ActionError
@@ -18,11 +19,29 @@ from closedloop.control import (
 from closedloop.decision import HybridController, default_rules
 from closedloop.execution import AtomicAction, Condition, canonical_json, normalise
 from closedloop.perception import Observation, ObservationStatus
+from closedloop.policy import (
+    PolicyState,
+    RetryPolicy,
+    Wait,
+    retry_async,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
 
 from .._plumbing import http_status, problem_of
 from .._tools import WorldTools
 
 __all__ = ["ControlledReads", "reference_control", "reference_schedule"]
+
+
+@dataclass(frozen=True, slots=True)
+class _wait_linear(Wait):
+    """``step_s`` times the attempts made so far: a backoff that grows by a step."""
+
+    step_s: float
+
+    def __call__(self, state: PolicyState) -> float:
+        return self.step_s * state.attempt
 
 
 class ControlledReads:
@@ -56,16 +75,17 @@ class ControlledReads:
         they make. The executor retries the call, not these: one 503 on the read that asks
         "was this booked already?" would otherwise refuse or strand the effect for good."""
 
+        # A failed read is asked again after 0.1 s, 0.2 s, …; the last failure is raised.
+        policy = RetryPolicy(
+            stop_after_attempt(attempts), _wait_linear(0.1), retry_if_exception_type(ActionError)
+        )
+
         async def again(fn: Callable[..., Any], *args: Any) -> Any:
-            for attempt in range(attempts):
-                try:
-                    result = fn(*args)
-                    return await result if inspect.isawaitable(result) else result
-                except ActionError:
-                    if attempt == attempts - 1:
-                        raise
-                    await self.sleep(0.1 * (attempt + 1))
-            return None  # pragma: no cover - the loop returns or raises
+            async def attempt(_: int) -> Any:
+                result = fn(*args)
+                return await result if inspect.isawaitable(result) else result
+
+            return (await retry_async(attempt, policy, sleep=self.sleep)).unwrap()
 
         def wrap(condition: Condition) -> Condition:
             async def check(args: Mapping[str, Any], state: Mapping[str, Any]) -> Any:

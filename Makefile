@@ -46,7 +46,7 @@ pytest: $(STAMP)
 test: setup lint typecheck pytest
 
 demo: $(STAMP) models
-	$(BIN)/closedloop demo
+	$(BIN)/closedloop demo --results bench/results/demo.json
 
 bench: setup
 	$(BIN)/python bench/control_overhead.py

@@ -81,11 +81,17 @@ def test_the_frontier_keeps_only_undominated_fixed_settings() -> None:
         fixed_frontier(cells, fixed, "dollars")
 
 
-def test_agent_strategies_are_named_but_not_yet_wired() -> None:
-    with pytest.raises(ConfigurationError, match="not wired yet"):
-        get_strategy("closedloop")
-    with pytest.raises(ConfigurationError, match="runnable: open_loop, strict"):
+def test_unknown_and_unwired_strategies_are_clear_errors() -> None:
+    with pytest.raises(ConfigurationError, match="needs the model ladder"):
+        get_strategy("ladder")
+    with pytest.raises(ConfigurationError, match=r"runnable: open_loop, strict, .*reask@N"):
         get_strategy("nonsense")
+    saved = _REGISTRY.pop("frozen")
+    try:
+        with pytest.raises(ConfigurationError, match="not wired yet"):
+            get_strategy("frozen")
+    finally:
+        _REGISTRY["frozen"] = saved
 
 
 @dataclass(frozen=True)
@@ -103,11 +109,12 @@ class _ToolRunner:
 
 
 async def test_an_agent_strategy_plugs_in_through_the_hook() -> None:
-    register_strategy("closedloop", _ToolRunner)
+    saved = _REGISTRY["closedloop"]
+    register_strategy("closedloop", _ToolRunner, replace=True)
     try:
         report = await run_tools_bench(DEV, ToolsConfig(strategies=("closedloop", "strict")))
     finally:
-        _REGISTRY.pop("closedloop")
+        _REGISTRY["closedloop"] = saved
     cell = report.cell("closedloop", "test:oracle")
     assert cell.successes == 100 and cell.model_calls == 2.0
     assert report.strategies == {"closedloop": False, "strict": True}
@@ -229,8 +236,8 @@ def test_the_script_reports_bad_input_in_one_line(
     assert script.main(["--tasks", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "line 1" in err
-    assert script.main(["--strategies", "closedloop"]) == 2
-    assert "not wired yet" in capsys.readouterr().err
+    assert script.main(["--strategies", "ladder"]) == 2
+    assert "needs the model ladder" in capsys.readouterr().err
 
 
 @dataclass(frozen=True)

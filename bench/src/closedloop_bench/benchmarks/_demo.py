@@ -1,19 +1,32 @@
-"""``closedloop demo``: the world under the seed000 faults, the embedded model, about twenty
-tasks run open loop and closed loop, a comparison table, and the run's files.
+"""``closedloop demo``: the same model, the same tools and the same prompts with the loop
+open, closed and with the controller frozen, side by side, on two suites.
 
-Writes ``<out>/<id>/report.json`` (every episode and the summaries), ``trace.jsonl`` (every
-step record of the closed-loop runs, in task order) and ``control.png`` (e(t), u(t),
-f_est(t) and the protocol of the most eventful closed-loop run).
+- tool-calling tasks: a fixed spread of the tool-calling benchmark's dev split (the
+  families in turn, the domains spread), run ``open_loop`` (one call, no grammar),
+  ``closedloop`` and ``frozen`` (:mod:`closedloop_bench.tools`), all with the one shared
+  prompt text;
+- world tasks: short tasks of the faulted world (seed000 by default), run open loop (the
+  model planning freehand), closed loop with the model deciding every step, the same loop
+  with every actuator frozen at u = 0.5, and the rules-first reference agents as a row of
+  their own (:mod:`._demo_rows`).
+
+Each row gives success (with its 95 % interval) and the cost per task: model calls,
+tokens and seconds. Writes ``<out>/<id>/report.json`` (rows, tool results, world episodes
+and summaries; also to ``results`` when given), ``trace.jsonl`` (every step record of the
+world's closed-loop runs) and ``control.png`` (e(t), u(t), f_est(t) and the protocol of the
+most eventful one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -31,26 +44,45 @@ from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least
 from closedloop.agent import MemoryTrace, RunResult, StepRecord, plot_run
 from closedloop.agent._trace import to_json_text
+from closedloop.models import Model
 
 from ..reference import ReferenceTask, load_tasks
+from ._demo_rows import (
+    ROW_LABELS,
+    TOOL_STRATEGIES,
+    WORLD_STRATEGIES,
+    DemoRow,
+    pick_tool_tasks,
+    tool_rows,
+    world_rows,
+)
 from ._faults import summarise_cells
+from ._models import model_source
 from ._report import CellSummary, EpisodeResult, write_json
 from ._runner import EpisodeJob, FaultsConfig, make_runner, run_jobs
 
+if TYPE_CHECKING:  # the tools package imports this package's statistics: import it on use
+    from ..tools import Task, ToolsReport
+
 __all__ = ["DemoConfig", "DemoReport", "pick_demo_tasks", "render_demo", "run_agent_demo"]
 
-DEMO_STRATEGIES = ("open_loop", "closedloop_adrc")
+DEMO_STRATEGIES = tuple(WORLD_STRATEGIES.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoConfig:
     """What ``closedloop demo`` runs (the CLI's options).
 
-    Tasks of at most ``max_steps`` ideal calls, and ``step_slack`` steps beyond them: the
-    embedded model answers one call at a time, so the demo keeps its calls few.
+    ``tasks`` world tasks of at most ``max_steps`` ideal calls, and ``step_slack`` steps
+    beyond them; ``tool_tasks`` tool-calling tasks (0: none). The embedded model answers
+    one call at a time, so the demo keeps its calls few. ``threads`` go to a local model
+    (1 is fastest on loaded cores); ``results`` is a second path for the report JSON.
     """
 
-    tasks: int = 20
+    tasks: int = 6
+    tool_tasks: int = 12
+    threads: int | None = None
+    results: Path | None = None
     model: str = "local:qwen2.5-coder-0.5b"
     profile: str = "seed000"
     out: Path = Path("runs")
@@ -65,7 +97,10 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         require_int_at_least("tasks", self.tasks, 1)
+        require_int_at_least("tool_tasks", self.tool_tasks, 0)
         require_int_at_least("max_steps", self.max_steps, 1)
+        if self.threads is not None:
+            require_int_at_least("threads", self.threads, 1)
 
 
 class DemoReport(BaseModel):
@@ -79,6 +114,9 @@ class DemoReport(BaseModel):
     wall_s: float
     episodes: list[EpisodeResult]
     summary: list[CellSummary]
+    rows: list[DemoRow] = Field(default_factory=list)
+    tool_tasks: list[str] = Field(default_factory=list)
+    tool_results: list[dict[str, object]] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)
 
 
@@ -113,9 +151,13 @@ async def run_agent_demo(
     console: Console | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> DemoReport:
-    """Run the demo; draw a progress bar on ``console`` (or call ``progress(done, total)``)."""
+    """Run the demo; draw a progress bar on ``console`` (or call ``progress(done, total)``
+    for the world episodes)."""
     started = time.perf_counter()
     tasks = pick_demo_tasks(config.tasks, max_steps=config.max_steps, seed=config.seed)
+    tool_tasks = pick_tool_tasks(config.tool_tasks)
+    options = {} if config.threads is None else {"n_threads": config.threads}
+    source = model_source(config.model, cache=config.cache, options=options)
     bench = FaultsConfig(
         model=config.model,
         strategies=DEMO_STRATEGIES,
@@ -127,14 +169,16 @@ async def run_agent_demo(
         concurrency=config.concurrency,
         step_slack=config.step_slack,
         tool_timeout_s=config.tool_timeout_s,
-        closed_loop=config.closed_loop,
+        # The reference row runs the reference agents; the other closed rows let the model
+        # decide every step whatever this says.
+        closed_loop="reference",
         cache=config.cache,
         command="closedloop demo",
     )
     traces: dict[EpisodeJob, MemoryTrace] = {}
 
     def trace_for(job: EpisodeJob) -> MemoryTrace | None:
-        if job.strategy == "open_loop":
+        if job.strategy != WORLD_STRATEGIES["closed"]:
             return None
         traces[job] = MemoryTrace()
         return traces[job]
@@ -166,11 +210,14 @@ async def run_agent_demo(
         if progress is not None:
             progress(done, len(jobs))
 
-    runner = make_runner(bench, traces=trace_for, on_result=tick)
+    tools_report = await _run_tools(config, tool_tasks, source.shared, console is not None)
+    runner = make_runner(bench, source=source, traces=trace_for, on_result=tick)
     bar_task = TaskID(0)
     if bar is not None:
         bar.start()
-        bar_task = bar.add_task(f"{len(tasks)} tasks × open and closed loop", total=len(jobs))
+        bar_task = bar.add_task(
+            f"world: {len(tasks)} tasks × {len(DEMO_STRATEGIES)} rows", total=len(jobs)
+        )
     try:
         rows = await run_jobs(bench, jobs, runner)
     finally:
@@ -187,11 +234,39 @@ async def run_agent_demo(
         wall_s=time.perf_counter() - started,
         episodes=rows,
         summary=[c for c in summarise_cells(rows) if c.steps == 0],
+        rows=[*([] if tools_report is None else tool_rows(tools_report)), *world_rows(rows)],
+        tool_tasks=[t.id for t in tool_tasks],
+        tool_results=[]
+        if tools_report is None
+        else [dataclasses.asdict(r) for r in tools_report.results],
         files=files,
     )
-    report = report.model_copy(update={"files": {**files, "report": str(folder / "report.json")}})
+    files = {**files, "report": str(folder / "report.json")}
+    if config.results is not None:
+        files["results"] = str(config.results)
+    report = report.model_copy(update={"files": files})
     write_json(report, folder / "report.json")
+    if config.results is not None:
+        write_json(report, config.results)
     return report
+
+
+async def _run_tools(
+    config: DemoConfig, tasks: Sequence[Task], shared: Model | None, progress: bool
+) -> ToolsReport | None:
+    """The tool-calling rows: the demo's model (the world's loaded copy, when real)."""
+    if not tasks:
+        return None
+    from ..tools import ToolsConfig, run_tools_bench
+
+    model: str | Model = config.model if shared is None else shared
+    tools_config = ToolsConfig(
+        models=(model,),
+        strategies=tuple(TOOL_STRATEGIES.values()),
+        source=f"tool-calling dev, {len(tasks)} tasks",
+        progress=progress,
+    )
+    return await run_tools_bench(tasks, tools_config)
 
 
 def _write_traces(
@@ -219,35 +294,34 @@ def _write_traces(
 
 
 def render_demo(report: DemoReport, console: Console) -> None:
-    """The comparison table and where the files are."""
+    """The side-by-side table and where the files are."""
     table = Table(
-        title=f"closedloop demo: {len(report.tasks)} tasks, profile {report.profile}, "
-        f"model {report.model['spec']}"
+        title=f"closedloop demo: model {report.model['spec']}, the same tools and prompts "
+        f"per suite; world profile {report.profile}"
     )
-    for col in (
-        "strategy",
-        "success",
-        "steps",
-        "model calls",
-        "tokens",
-        "p95 latency s",
-        "handovers",
-    ):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
-    for cell in report.summary:
-        mine = [e for e in report.episodes if e.strategy == cell.strategy]
-        steps = sum(e.loop_steps for e in mine) / len(mine) if mine else 0.0
-        p95 = "—" if cell.latency_p95_s is None else f"{cell.latency_p95_s:.2f}"
+    for col in ("suite", "loop", "success", "95 % CI", "model calls", "tokens", "seconds"):
+        table.add_column(col, justify="left" if col in ("suite", "loop") else "right")
+    for row in report.rows:
+        suite = (
+            f"tool calling ({row.tasks} tasks)"
+            if row.suite == "tools"
+            else f"world ({row.tasks} tasks)"
+        )
         table.add_row(
-            "open loop" if cell.strategy == "open_loop" else "closed loop (PID+ADRC)",
-            f"{cell.successes}/{cell.episodes} ({100 * cell.success:.0f} %)",
-            f"{steps:.1f}",
-            f"{cell.model_calls:.1f}",
-            f"{cell.tokens:.0f}",
-            p95,
-            f"{cell.handovers} ({cell.handovers_justified} justified)",
+            suite,
+            row.label,
+            f"{row.successes}/{row.tasks} ({100 * row.success:.0f} %)",
+            f"{100 * row.ci_low:.0f}–{100 * row.ci_high:.0f} %",
+            f"{row.model_calls:.1f}",
+            f"{row.tokens:.0f}",
+            f"{row.seconds:.1f}",
         )
     console.print(table)
+    console.print(
+        "cost columns are per task; the closed and frozen rows differ only in the "
+        f"controller; '{ROW_LABELS['reference']}' is closedloop with its domain rules proposing",
+        highlight=False,
+    )
     for name, path in report.files.items():
         console.print(f"{name}: {path}", highlight=False)
     console.print(f"real time: {report.wall_s:.1f} s", highlight=False)

@@ -90,6 +90,11 @@ class ModelSource:
         assert self._shared is not None
         return self._shared
 
+    @property
+    def shared(self) -> Model | None:
+        """The one model every episode shares (None for the test model), to reuse elsewhere."""
+        return self._shared
+
     def describe(self) -> dict[str, Any]:
         """The model and cache facts a report states."""
         out: dict[str, Any] = {"spec": self.spec, "deterministic": self.deterministic}

@@ -1,4 +1,5 @@
-"""``closedloop bench``: benchmarks that need a model; ``refine`` compares feedback strategies."""
+"""``closedloop bench``: benchmarks that need a model; ``refine`` compares feedback strategies,
+``faults`` control under faults, ``overhead`` the loop's own cost, ``tools`` tool calling."""
 
 from __future__ import annotations
 
@@ -261,3 +262,62 @@ def overhead(
     render_overhead(report, _out)
     path = write_json(report, out / "overhead.json")
     _out.print(f"report: {path}")
+
+
+@app.command("tools")
+def tools(
+    tasks: Annotated[
+        Path | None, typer.Option(help="A JSONL task file (format: the README); default: --split.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="A generated split: dev or eval.")] = "dev",
+    limit: Annotated[
+        int | None, typer.Option(help="The first N tasks, the families taken in turn.")
+    ] = None,
+    models: Annotated[
+        str, typer.Option(help="Comma-separated model specs, weakest first (strong: the last).")
+    ] = "test:oracle",
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: open_loop, strict, reask@N, votes@k, strong, closedloop, "
+            "frozen, ladder."
+        ),
+    ] = "open_loop,strict",
+    out: Annotated[
+        Path | None, typer.Option(help="Report JSON path (the plane PNG goes beside it).")
+    ] = None,
+    cost: Annotated[str, typer.Option(help="The plane's cost axis: tokens or wall_s.")] = "tokens",
+    threads: Annotated[
+        int | None, typer.Option(help="Threads for local models (1 is fastest on shared cores).")
+    ] = None,
+    budget_s: Annotated[
+        float | None, typer.Option(help="Stop before the next task after this many seconds.")
+    ] = None,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Skip the PNG.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    regenerate: Annotated[
+        bool, typer.Option("--regenerate", help="Rewrite the generated dev and eval sets.")
+    ] = False,
+) -> None:
+    """Tool-calling tasks: one-call baselines, fixed settings and the loop, success and cost."""
+    from ..tools._command import ToolsCommand, run_tools_command
+
+    if split not in ("dev", "eval"):
+        raise ConfigurationError("--split", split, "must be dev or eval")
+    if cost not in ("tokens", "wall_s"):
+        raise ConfigurationError("--cost", cost, "must be tokens or wall_s")
+    options = ToolsCommand(
+        tasks=tasks,
+        split="dev" if split == "dev" else "eval",
+        limit=limit,
+        models=models,
+        strategies=strategies,
+        out=out,
+        cost="tokens" if cost == "tokens" else "wall_s",
+        threads=threads,
+        budget_s=budget_s,
+        plot=not no_plot,
+        progress=not no_progress,
+        regenerate=regenerate,
+    )
+    run_tools_command(options, say=lambda line: _out.print(line, highlight=False, markup=False))

@@ -1,8 +1,9 @@
 """``closedloop demo``: the main job, on the embedded defaults.
 
-``closedloop demo`` (or ``closedloop demo agents``) runs about twenty tasks open loop and
-closed loop against the faulted world with the embedded model; ``closedloop demo
-control`` shows the controllers' step responses.
+``closedloop demo`` (or ``closedloop demo agents``) runs the same model, tools and prompts
+with the loop open, closed and with the controller frozen, on tool-calling tasks and on
+the faulted world, side by side (the rules-first reference agents as a row of their own);
+``closedloop demo control`` shows the controllers' step responses.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ app = typer.Typer(
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
 _out = Console(width=None if Console().is_terminal else 200)
 
-TasksOption = Annotated[int, typer.Option(help="How many tasks (each run open and closed loop).")]
+TasksOption = Annotated[int, typer.Option(help="World tasks (each run in every row).")]
+ToolTasksOption = Annotated[
+    int, typer.Option(help="Tool-calling tasks of the dev split (each run in every row; 0: none).")
+]
+ThreadsOption = Annotated[
+    int | None, typer.Option(help="Threads for a local model (1 is fastest on loaded cores).")
+]
+ResultsOption = Annotated[
+    Path | None, typer.Option(help="Also write the report JSON here (make demo: bench/results).")
+]
 ModelOption = Annotated[
     str, typer.Option(help="Model spec (test:oracle: the deterministic test model).")
 ]
@@ -51,11 +61,17 @@ def _agents(
     latency_scale: float,
     tool_timeout: float,
     no_cache: bool,
+    tool_tasks: int,
+    threads: int | None,
+    results: Path | None,
 ) -> None:
     from ..benchmarks import DemoConfig, render_demo, run_demo_sync
 
     config = DemoConfig(
         tasks=tasks,
+        tool_tasks=tool_tasks,
+        threads=threads,
+        results=results,
         model=model,
         profile=profile,
         out=out,
@@ -65,8 +81,8 @@ def _agents(
         cache=not no_cache,
     )
     _out.print(
-        f"closedloop demo: world profile {profile}, model {model}, {tasks} tasks "
-        "open loop and closed loop",
+        f"closedloop demo: model {model}; {tool_tasks} tool-calling tasks and {tasks} world "
+        f"tasks (profile {profile}), each with the loop open, closed and frozen",
         highlight=False,
     )
     render_demo(run_demo_sync(config, _out), _out)
@@ -75,7 +91,7 @@ def _agents(
 @app.callback()
 def demo(
     ctx: typer.Context,
-    tasks: TasksOption = 20,
+    tasks: TasksOption = 6,
     model: ModelOption = "local:qwen2.5-coder-0.5b",
     profile: ProfileOption = "seed000",
     out: OutOption = Path("runs"),
@@ -83,15 +99,21 @@ def demo(
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
     no_cache: NoCacheOption = False,
+    tool_tasks: ToolTasksOption = 12,
+    threads: ThreadsOption = None,
+    results: ResultsOption = None,
 ) -> None:
-    """The agent demo: open loop vs closed loop on the faulted world (seed000)."""
+    """The agent demo: the loop open, closed and frozen, on tool-calling and world tasks."""
     if ctx.invoked_subcommand is None:
-        _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache)
+        _agents(
+            tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache,
+            tool_tasks, threads, results,
+        )  # fmt: skip
 
 
 @app.command("agents")
 def agents(
-    tasks: TasksOption = 20,
+    tasks: TasksOption = 6,
     model: ModelOption = "local:qwen2.5-coder-0.5b",
     profile: ProfileOption = "seed000",
     out: OutOption = Path("runs"),
@@ -99,9 +121,15 @@ def agents(
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
     no_cache: NoCacheOption = False,
+    tool_tasks: ToolTasksOption = 12,
+    threads: ThreadsOption = None,
+    results: ResultsOption = None,
 ) -> None:
     """The agent demo (the same as closedloop demo with no subcommand)."""
-    _agents(tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache)
+    _agents(
+        tasks, model, profile, out, concurrency, latency_scale, tool_timeout, no_cache,
+        tool_tasks, threads, results,
+    )  # fmt: skip
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -8,16 +8,21 @@ answer's calls (and a stateful task's final state); the oracle solves every task
 ``run_tools_bench`` runs strategies × models × tasks and reports success with 95 %
 intervals and the cost per task; ``plot_plane`` draws the success–cost plane.
 
-Strategies: ``open_loop`` (one call, no grammar) and ``strict`` (one call under the
-tools' grammar), both with the one shared prompt; agent-based strategies plug in with
-``register_strategy``.
+Strategies, all on the one shared prompt: ``open_loop`` (one call, no grammar),
+``strict`` (one call under the tools' grammar), ``reask@N`` (re-asked with the validator's
+error), ``votes@k`` (a majority of k samples), ``strong`` (strict on the strongest model),
+and the agent loop: ``closedloop`` (controller on), ``frozen`` (every actuator held at
+u = 0.5) and ``ladder`` (needs an Agent that takes a model ladder). More plug in with
+``register_strategy`` and ``register_family``.
 """
 
 from __future__ import annotations
 
 import contextlib
 
+from ._agents import DEFAULT_MAX_STEPS, FROZEN_U, AgentStrategy, agent_takes_ladder
 from ._envs import ENVIRONMENTS, CallResult, Environment, states_match
+from ._fixed import ReAsk, Votes, check_reply
 from ._format import (
     FAMILIES,
     ArgRule,
@@ -39,10 +44,12 @@ from ._prompt import (
     MAX_CALLS,
     STRING_LIMIT,
     ParsedReply,
+    agent_instructions,
     build_messages,
     parse_reply,
     strict_schema,
     system_prompt,
+    task_request,
 )
 from ._report import (
     Cell,
@@ -65,6 +72,7 @@ from ._strategies import (
     Strict,
     TaskTools,
     get_strategy,
+    register_family,
     register_strategy,
     strategy_names,
 )
@@ -73,11 +81,14 @@ __all__ = [
     "AGENT_STRATEGY_NAMES",
     "DATA_DIR",
     "DEFAULT_COUNTS",
+    "DEFAULT_MAX_STEPS",
     "ENVIRONMENTS",
     "FAMILIES",
+    "FROZEN_U",
     "MAX_CALLS",
     "STRING_LIMIT",
     "TEST_MODELS",
+    "AgentStrategy",
     "ArgRule",
     "Attempt",
     "Call",
@@ -90,6 +101,7 @@ __all__ = [
     "ModelProvider",
     "OpenLoop",
     "ParsedReply",
+    "ReAsk",
     "Strategy",
     "Strict",
     "Task",
@@ -101,7 +113,11 @@ __all__ = [
     "ToolSchema",
     "ToolsConfig",
     "ToolsReport",
+    "Votes",
+    "agent_instructions",
+    "agent_takes_ladder",
     "build_messages",
+    "check_reply",
     "dump_tasks",
     "fixed_frontier",
     "generate_split",
@@ -114,6 +130,7 @@ __all__ = [
     "parse_task",
     "plot_plane",
     "read_report",
+    "register_family",
     "register_strategy",
     "render_table",
     "replay",
@@ -125,6 +142,7 @@ __all__ = [
     "strict_schema",
     "summarise",
     "system_prompt",
+    "task_request",
     "write_data",
     "write_report",
 ]

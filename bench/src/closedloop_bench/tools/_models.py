@@ -2,7 +2,10 @@
 
 ``test:oracle`` answers every task with its oracle's ideal reply, ``test:no-call`` always
 declines, ``test:prose`` answers in words with no JSON: three deterministic plants that
-bound the scores (all, only the irrelevance family, nothing). Any ``closedloop.models``
+bound the scores (all, only the irrelevance family, nothing). Asked by an agent (its
+prompt asks for one ``{"tool": ...}`` action a reply), each answers in that form: the
+oracle makes its calls one a reply and then gives a final answer, moving on only when the
+prompt has changed (the same prompt gets the same reply, as a deterministic model gives). Any ``closedloop.models``
 spec (``local:smollm2-135m``, ``openai-compatible:...``) is checked when the run is
 planned and loaded once, at its first call.
 """
@@ -15,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from closedloop import ConfigurationError
-from closedloop.models import FunctionModel, Model, load_model, parse_model_spec
+from closedloop.models import CallInfo, FunctionModel, Message, Model, load_model, parse_model_spec
 
 from ._format import Task
-from ._oracle import ideal_reply
+from ._oracle import ideal_reply, oracle_calls
 
 __all__ = ["TEST_MODELS", "ModelProvider", "resolve_models"]
 
@@ -30,6 +33,40 @@ _TEST_ANSWERS: dict[str, Callable[[Task], str]] = {
     "test:no-call": lambda task: _NO_CALL,
     "test:prose": lambda task: _PROSE,
 }
+
+_STEP_FORM = '{"tool": "<tool name>"'
+"""How a test model tells an agent's prompt (one action a reply) from the shared one."""
+
+_STEP_FINALS: dict[str, str] = {
+    "test:oracle": "done",
+    "test:no-call": "I cannot help with that",
+}
+
+
+def _stepwise(spec: str, task: Task) -> Callable[[Sequence[Message], CallInfo], str]:
+    """The test model ``spec`` on ``task``: whole answers to the shared prompt, one action
+    a reply to an agent's."""
+    whole = _TEST_ANSWERS[spec](task)
+    steps = [
+        json.dumps({"tool": c.name, "arguments": dict(c.arguments)}, ensure_ascii=False)
+        for c in (oracle_calls(task) if spec == "test:oracle" else [])
+    ]
+    final = _STEP_FINALS.get(spec)
+    if final is not None:
+        steps.append(json.dumps({"final": final}))
+    seen: list[str] = []
+
+    def answer(messages: Sequence[Message], _call: CallInfo) -> str:
+        system = messages[0].content if messages and messages[0].role == "system" else ""
+        if _STEP_FORM not in system or final is None:
+            return whole
+        prompt = "\n".join(m.content for m in messages)
+        if not seen or seen[-1] != prompt:
+            seen.append(prompt)
+        return steps[min(len(seen), len(steps)) - 1]
+
+    return answer
+
 
 TEST_MODELS = tuple(_TEST_ANSWERS)
 """The deterministic model specs the tool-calling benchmark knows."""
@@ -49,10 +86,8 @@ class ModelProvider:
 
     def for_task(self, task: Task) -> Model:
         """The model that answers ``task``."""
-        answer = _TEST_ANSWERS.get(self.spec)
-        if answer is not None:
-            text = answer(task)
-            return FunctionModel(lambda _messages, _call: text, name=self.spec)
+        if self.spec in _TEST_ANSWERS:
+            return FunctionModel(_stepwise(self.spec, task), name=self.spec)
         if self.shared is None:
             self.shared = load_model(self.spec, **dict(self.options))
         return self.shared

@@ -29,11 +29,13 @@ __all__ = [
     "MAX_CALLS",
     "STRING_LIMIT",
     "ParsedReply",
+    "agent_instructions",
     "build_messages",
     "parse_reply",
     "reply_from_value",
     "strict_schema",
     "system_prompt",
+    "task_request",
 ]
 
 STRING_LIMIT = 80
@@ -42,27 +44,52 @@ STRING_LIMIT = 80
 MAX_CALLS = 6
 """The most calls one answer may make under the strict grammar."""
 
-_INSTRUCTIONS = """\
+_HEAD = """\
 You are a function-calling assistant. These are the functions you can call:
 
-{functions}
+{functions}"""
 
+_FORMS = """\
 Answer with exactly one JSON object and nothing else, in one of two forms:
-{{"calls": [{{"name": "<function name>", "arguments": {{<argument>: <value>, ...}}}}]}}
+{"calls": [{"name": "<function name>", "arguments": {<argument>: <value>, ...}}]}
   with every call the request needs, in the order they must run; or
-{{"no_call": "<short reason>"}}
-  only when none of the functions can do what the user asks.
-Use only the functions and the arguments listed above, with values taken from the request."""
+{"no_call": "<short reason>"}
+  only when none of the functions can do what the user asks."""
+
+_STEP_FORMS = """\
+Make every call the request needs, one call per reply, in the order they must run, then
+give the final answer. When none of the functions can do what the user asks, make no call
+and give a final answer with a short reason."""
+
+_TAIL = "Use only the functions and the arguments listed above, with values taken from the request."
 
 
-def system_prompt(task: Task) -> str:
-    """The system prompt for ``task``: its functions and the answer forms."""
+def _listing(task: Task) -> str:
     functions = [
         {"name": f.name, "description": f.description, "parameters": f.parameters}
         for f in task.functions.values()
     ]
-    listing = "\n".join(json.dumps(f, ensure_ascii=False) for f in functions)
-    return _INSTRUCTIONS.format(functions=listing)
+    return "\n".join(json.dumps(f, ensure_ascii=False) for f in functions)
+
+
+def system_prompt(task: Task) -> str:
+    """The system prompt for ``task``: its functions and the answer forms."""
+    return f"{_HEAD.format(functions=_listing(task))}\n\n{_FORMS}\n{_TAIL}"
+
+
+def agent_instructions(task: Task) -> str:
+    """The shared prompt as an agent's instructions: the same functions and rules, with the
+    one-answer forms replaced by the step-by-step ones (an agent makes one call a reply and
+    answers in its own reply format)."""
+    return f"{_HEAD.format(functions=_listing(task))}\n\n{_STEP_FORMS}\n{_TAIL}"
+
+
+def task_request(task: Task) -> str:
+    """The task's own messages as one prompt: the user's words as they are; earlier turns
+    of a conversation each on a line headed by their role."""
+    if len(task.messages) == 1:
+        return task.messages[0].content
+    return "\n".join(f"{m.role}: {m.content}" for m in task.messages)
 
 
 def build_messages(task: Task) -> list[Message]:

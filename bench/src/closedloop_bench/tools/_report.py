@@ -178,6 +178,8 @@ def summarise(
     for strategy in strategies:
         for model in models:
             mine = [r for r in results if r.strategy == strategy and r.model == model]
+            if not mine:
+                continue  # a strategy that runs on the strongest model or the ladder only
             for family in FAMILIES:
                 rows = [r for r in mine if r.family == family]
                 if rows:

@@ -19,12 +19,15 @@ from closedloop import ConfigurationError
 from closedloop.models import MeteredModel, Model
 
 from ._format import Task
-from ._models import resolve_models
+from ._models import ModelProvider, resolve_models
 from ._report import TaskResult, ToolsReport, summarise
 from ._score import replay, score
 from ._strategies import Attempt, Strategy, get_strategy
 
-__all__ = ["ToolsConfig", "run_tools_bench"]
+__all__ = ["RUNS_ON", "ToolsConfig", "run_tools_bench"]
+
+RUNS_ON = ("each", "strongest", "ladder")
+"""Where a strategy runs: on each model, on the strongest (the last listed), on the ladder."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,60 +76,92 @@ async def run_tools_bench(
             "budget_s", config.budget_s, "must be a positive number of seconds"
         )
     results: list[TaskResult] = []
-    total = len(tasks) * len(strategies) * len(providers)
+    last = len(providers) - 1
+    plan = [
+        (index, strategy)
+        for index in range(len(providers))
+        for strategy in strategies
+        if _runs_on(strategy) == "each" or index == last
+    ]
+    total = len(tasks) * len(plan)
     started = clock()
     ran: dict[str, int] = {}
     with _progress(config.progress, total) as advance:
-        for provider in providers:
+        for index, provider in enumerate(providers):
             ran[provider.spec] = 0
+            mine = [s for i, s in plan if i == index]
             for task in tasks:
                 if config.budget_s is not None and clock() - started > config.budget_s:
                     break
                 ran[provider.spec] += 1
-                for strategy in strategies:
-                    model = provider.for_task(task)
-                    attempt = await _attempt(strategy, task, model, clock)
+                for strategy in mine:
+                    if _runs_on(strategy) == "ladder":
+                        models = [p.for_task(task) for p in providers]
+                        label = _ladder_label(providers)
+                    else:
+                        models = [provider.for_task(task)]
+                        label = provider.spec
+                    attempt = await _attempt(strategy, task, models, clock)
                     state = attempt.env_state
                     if state is None and task.env is not None:
                         state = replay(task, attempt.calls)[0]
                     verdict = score(task, attempt.calls, attempt.final_text, state)
-                    results.append(
-                        TaskResult.of(task, strategy.name, provider.spec, attempt, verdict)
-                    )
-                    advance(f"{strategy.name} · {provider.spec}")
+                    results.append(TaskResult.of(task, strategy.name, label, attempt, verdict))
+                    advance(f"{strategy.name} · {label}")
     meta: dict[str, Any] = {"tasks_offered": len(tasks), "tasks_run": ran}
     if config.model_options:
         meta["model_options"] = dict(config.model_options)
     return summarise(
         results,
         source=config.source,
-        models=[p.spec for p in providers],
+        models=[p.spec for p in providers]
+        + ([_ladder_label(providers)] if any(_runs_on(s) == "ladder" for s in strategies) else []),
         strategies={s.name: s.fixed for s in strategies},
         wall_s=max(0.0, clock() - started),
         meta=meta,
     )
 
 
+def _runs_on(strategy: Strategy) -> str:
+    runs_on = getattr(strategy, "runs_on", "each")
+    if runs_on not in RUNS_ON:
+        raise ConfigurationError(
+            "runs_on", runs_on, f"strategy {strategy.name}: must be one of {', '.join(RUNS_ON)}"
+        )
+    if runs_on == "ladder" and not callable(getattr(strategy, "solve_ladder", None)):
+        raise ConfigurationError(
+            "runs_on", runs_on, f"strategy {strategy.name} has no solve_ladder(task, models)"
+        )
+    return str(runs_on)
+
+
+def _ladder_label(providers: Sequence[ModelProvider]) -> str:
+    return " > ".join(p.spec for p in providers)
+
+
 async def _attempt(
-    strategy: Strategy, task: Task, model: Model, clock: Callable[[], float]
+    strategy: Strategy, task: Task, models: Sequence[Model], clock: Callable[[], float]
 ) -> Attempt:
     # Every call the strategy makes goes through a meter, so an agent-based strategy need
-    # not count its own calls and tokens: what the meter saw is what the task cost.
-    metered = MeteredModel(model, clock=clock)
+    # not count its own calls and tokens: what the meters saw is what the task cost.
+    metered = [MeteredModel(m, clock=clock) for m in models]
     started = clock()
     try:
-        attempt = await strategy.solve(task, metered)
+        if len(metered) == 1 and _runs_on(strategy) != "ladder":
+            attempt = await strategy.solve(task, metered[0])
+        else:
+            attempt = await strategy.solve_ladder(task, metered)  # type: ignore[attr-defined]  # checked by _runs_on
     except ConfigurationError:
         raise
     except Exception as exc:  # a model failure is the task's failure, not the run's
         attempt = Attempt(error=f"{type(exc).__name__}: {exc}")
     wall = max(0.0, clock() - started)
-    seen = metered.calls + metered.errors
+    seen = sum(m.calls + m.errors for m in metered)
     return dataclasses.replace(
         attempt,
         model_calls=seen or attempt.model_calls,
-        tokens_in=metered.prompt_tokens if seen else attempt.tokens_in,
-        tokens_out=metered.completion_tokens if seen else attempt.tokens_out,
+        tokens_in=sum(m.prompt_tokens for m in metered) if seen else attempt.tokens_in,
+        tokens_out=sum(m.completion_tokens for m in metered) if seen else attempt.tokens_out,
         wall_s=attempt.wall_s or wall,
     )
 

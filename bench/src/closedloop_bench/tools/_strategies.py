@@ -9,8 +9,11 @@ same prompt (:func:`~._prompt.build_messages`):
 - ``strict``: one call constrained by :func:`~._prompt.strict_schema`.
 
 Agent-based strategies (closedloop with the controller on, with every actuator frozen,
-on a model ladder) plug in through :func:`register_strategy`; until they are registered,
-naming one gives an error that says so. An agent strategy runs its calls through
+on a model ladder: ``_agents``) plug in through :func:`register_strategy`, fixed settings
+with a count (``reask@N``, ``votes@k``: ``_fixed``) through :func:`register_family`.
+A strategy may say where it runs (``runs_on``): on ``each`` model of the run (the
+default), on the ``strongest`` only (the last listed), or once on the whole ``ladder``
+(``solve_ladder(task, models)``). An agent strategy runs its calls through
 :class:`TaskTools`, which executes them against the task's toy API (or accepts them, for
 a stateless task) and returns the result text a model would see.
 """
@@ -40,6 +43,7 @@ __all__ = [
     "Strict",
     "TaskTools",
     "get_strategy",
+    "register_family",
     "register_strategy",
     "strategy_names",
 ]
@@ -84,7 +88,9 @@ class Strategy(Protocol):
 
 class TaskTools:
     """The tools of one task, executable: a toy API for a stateful task; for a stateless
-    one, a stand-in that checks the arguments against the schema and answers "done"."""
+    one, a stand-in that checks the arguments against the schema and answers with a receipt
+    of the call (each call's answer differs, as a real tool's would, so an agent does not
+    read several calls in a row as "no new information")."""
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -107,7 +113,7 @@ class TaskTools:
         )
         if error is not None:
             return CallResult(False, error=f"bad arguments for {name}: {error.message}")
-        return CallResult(True, value="done")
+        return CallResult(True, value={"done": name, "arguments": dict(arguments)})
 
     def state(self) -> dict[str, Any] | None:
         return None if self.env is None else self.env.state()
@@ -152,6 +158,7 @@ class Strict:
     clock: Callable[[], float] = time.perf_counter
     name: str = "strict"
     fixed: bool = True
+    runs_on: str = "each"
 
     async def solve(self, task: Task, model: Model) -> Attempt:
         started = self.clock()
@@ -180,13 +187,15 @@ class Strict:
 
 
 StrategyFactory = Callable[[], Strategy]
+FamilyFactory = Callable[[int], Strategy]
 
 _REGISTRY: dict[str, StrategyFactory] = {"open_loop": OpenLoop, "strict": Strict}
+_FAMILIES: dict[str, FamilyFactory] = {}
 
 AGENT_STRATEGY_NAMES = ("closedloop", "frozen", "ladder")
-"""Agent-based strategies the benchmark is meant to compare, plugged in by
-:func:`register_strategy` (closedloop with the controller on; with every actuator frozen at
-u = 0.5; on a model ladder)."""
+"""Agent-based strategies the benchmark compares (closedloop with the controller on; with
+every actuator frozen at u = 0.5; on a model ladder), plugged in by
+:func:`register_strategy` from ``_agents``."""
 
 
 def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = False) -> None:
@@ -200,24 +209,53 @@ def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = Fa
     _REGISTRY[name] = factory
 
 
+def register_family(name: str, factory: FamilyFactory, *, replace: bool = False) -> None:
+    """Make ``name@N`` runnable for every whole N: ``factory(N)`` builds the strategy
+    (a fixed setting with a count: ``reask@2``, ``votes@5``)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigurationError("name", name, "must be an identifier")
+    if not callable(factory):
+        raise ConfigurationError("factory", factory, "must build a Strategy from a count")
+    if name in _FAMILIES and not replace:
+        raise ConfigurationError("name", name, "is registered already (pass replace=True)")
+    _FAMILIES[name] = factory
+
+
 def strategy_names() -> tuple[str, ...]:
-    """The strategies that can run now."""
-    return tuple(_REGISTRY)
+    """The strategies that can run now (a family as ``name@N``)."""
+    return (*_REGISTRY, *(f"{name}@N" for name in _FAMILIES))
+
+
+def _runnable() -> str:
+    return ", ".join(strategy_names())
 
 
 def get_strategy(name: str) -> Strategy:
-    """A fresh strategy by name."""
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        if name in AGENT_STRATEGY_NAMES:
+    """A fresh strategy by name (``name@N`` for a family)."""
+    base, at, count = name.partition("@")
+    if at:
+        family = _FAMILIES.get(base)
+        if family is None:
+            raise ConfigurationError("strategy", name, f"unknown; runnable: {_runnable()}")
+        try:
+            n = int(count)
+        except ValueError:
             raise ConfigurationError(
-                "strategy",
-                name,
-                "is an agent-based strategy that is not wired yet "
-                "(register_strategy(name, factory) plugs it in)",
-            )
-        raise ConfigurationError("strategy", name, f"unknown; runnable: {', '.join(_REGISTRY)}")
-    strategy = factory()
+                "strategy", name, f"the count after '@' must be a whole number ({base}@3)"
+            ) from None
+        strategy = family(n)
+    else:
+        factory = _REGISTRY.get(name)
+        if factory is None:
+            if name in AGENT_STRATEGY_NAMES:
+                raise ConfigurationError(
+                    "strategy",
+                    name,
+                    "is an agent-based strategy that is not wired yet "
+                    "(register_strategy(name, factory) plugs it in)",
+                )
+            raise ConfigurationError("strategy", name, f"unknown; runnable: {_runnable()}")
+        strategy = factory()
     if not isinstance(strategy, Strategy):
         raise ConfigurationError("strategy", name, "its factory did not build a Strategy")
     return strategy

@@ -1,0 +1,180 @@
+"""Agent-based strategies: the ``closedloop.Agent`` loop on a task's own tools.
+
+- ``closedloop``: the loop as a user gets it, the controller on (PID-scheduled actuators,
+  the ESO's protocols);
+- ``frozen``: the same loop with the controller taken out: every actuator schedule held
+  at u = 0.5 (the faults benchmark's frozen row, :func:`fixed_config`) and the protocol
+  held at ``normal``. It is a fixed setting, a point of the frontier;
+- ``ladder``: the loop on a model ladder (``Agent(model=[weak, strong])``). It needs an
+  ``Agent`` that accepts a list of models; until then naming it is a clear error.
+
+What they share with the one-call baselines, so a comparison changes one thing: the
+task's text (the functions, the rules and the user's words: :func:`agent_instructions`
+passed as the agent's instructions, :func:`task_request` as the task), the same tools (the
+task's OpenAI schemas, run by :class:`TaskTools`), the same token budget per model call
+and the same checker. What still differs, honestly: the agent wraps that text in its own
+frame (a line saying it proposes one action per reply, the tools listed again with their
+argument schemas, the task state and the latest observations) and answers in its own
+reply format (``{"tool": ..., "arguments": ...}`` or ``{"final": ...}``, one call per
+reply) instead of the baselines' all-calls-at-once ``{"calls": [...]}``. That is what a
+loop is; everything else is held equal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from closedloop._exceptions import ConfigurationError, ToolError
+from closedloop.agent import (
+    Agent,
+    ControlConfig,
+    ModelSettings,
+    RunLimits,
+    Tool,
+    default_schedule,
+)
+from closedloop.feedback import MemoryStore
+from closedloop.models import FunctionModel, Model
+
+from ._format import Task
+from ._prompt import agent_instructions, task_request
+from ._strategies import DEFAULT_MAX_TOKENS, Attempt, TaskTools, register_strategy
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "FROZEN_U",
+    "AgentStrategy",
+    "agent_takes_ladder",
+    "frozen_control",
+    "task_agent_tools",
+]
+
+DEFAULT_MAX_STEPS = 8
+"""Steps an agent may take on one task: the longest ideal answer (five calls), its final
+answer and two steps to recover from a refused proposal."""
+
+FROZEN_U = 0.5
+"""The control signal the frozen row holds every actuator at (the faults benchmark's)."""
+
+
+def frozen_control(u: float = FROZEN_U) -> ControlConfig:
+    """The loop's control with the controller out: every actuator schedule answers as if
+    the control signal were always ``u``, and the protocol stays ``normal`` (no ESO)."""
+    from closedloop_bench.benchmarks._closed import fixed_config
+
+    return fixed_config(ControlConfig(protocols=False, schedule=default_schedule()), u)
+
+
+def task_agent_tools(task: Task, tools: TaskTools) -> list[Tool]:
+    """The task's functions as agent tools, built from their OpenAI schemas; each runs
+    through ``tools`` (a failed call is an error the model sees, not a crash)."""
+
+    def executor(name: str) -> Callable[..., Any]:
+        def run(**arguments: Any) -> Any:
+            result = tools.call(name, arguments)
+            if not result.ok:
+                raise ToolError(result.error or f"{name} failed")
+            return result.value
+
+        return run
+
+    return [
+        Tool.from_openai(schema, executor(schema["function"]["name"]))
+        for schema in task.tool_dicts()
+    ]
+
+
+def agent_takes_ladder() -> bool:
+    """Whether ``closedloop.Agent`` accepts an ordered list of models (a ladder)."""
+    probe = FunctionModel(lambda _messages, _call: '{"final": ""}', name="probe")
+    try:
+        Agent([probe, probe], trace=False)  # type: ignore[arg-type]  # a future signature
+    except (ConfigurationError, TypeError):
+        return False
+    return True
+
+
+RunsOn = Literal["each", "strongest", "ladder"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStrategy:
+    """One task through ``closedloop.Agent`` (see the module docstring).
+
+    ``frozen`` takes the controller out (:func:`frozen_control`). ``runs_on="ladder"``
+    hands the runner's models, weakest first, straight to ``Agent(model=[...])``. Each
+    model keeps one store across the tasks of a run, as an agent reused by a user would:
+    the controllers' history carries from task to task.
+    """
+
+    name: str = "closedloop"
+    frozen: bool = False
+    fixed: bool = False
+    runs_on: RunsOn = "each"
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    deadline_s: float = 300.0
+    clock: Callable[[], float] = time.perf_counter
+    _stores: dict[str, MemoryStore] = field(default_factory=dict, repr=False, compare=False)
+
+    def control(self) -> ControlConfig:
+        return frozen_control() if self.frozen else ControlConfig()
+
+    def agent(self, task: Task, tools: TaskTools, model: Model | Sequence[Model]) -> Agent:
+        """The agent of one task: the shared text as instructions, the task's tools."""
+        key = model.name if isinstance(model, Model) else "|".join(m.name for m in model)
+        return Agent(
+            model,  # type: ignore[arg-type]  # a ladder is a list once Agent takes one
+            task_agent_tools(task, tools),
+            instructions=agent_instructions(task),
+            model_settings=ModelSettings(
+                max_tokens=self.max_tokens, temperature=0.0, tool_calling="json"
+            ),
+            limits=RunLimits(max_steps=self.max_steps, deadline_s=self.deadline_s),
+            control=self.control(),
+            store=self._stores.setdefault(key, MemoryStore()),
+            trace=False,
+        )
+
+    async def solve(self, task: Task, model: Model) -> Attempt:
+        return await self.solve_on(task, model)
+
+    async def solve_ladder(self, task: Task, models: Sequence[Model]) -> Attempt:
+        return await self.solve_on(task, list(models))
+
+    async def solve_on(self, task: Task, model: Model | Sequence[Model]) -> Attempt:
+        started = self.clock()
+        tools = TaskTools(task)
+        result = await self.agent(task, tools, model).run(task_request(task))
+        answer = result.answer
+        usage = result.usage
+        return Attempt(
+            calls=tuple(tools.calls),
+            final_text="" if answer is None else str(answer),
+            model_calls=usage.model_calls,
+            tokens_in=usage.prompt_tokens,
+            tokens_out=usage.completion_tokens,
+            wall_s=max(0.0, self.clock() - started),
+            error=None if result.success else (result.message or result.halt_reason.value),
+            env_state=tools.state(),
+            extra={"halt": result.halt_reason.value, "steps": len(result.steps)},
+        )
+
+
+def _ladder() -> AgentStrategy:
+    if not agent_takes_ladder():
+        raise ConfigurationError(
+            "strategy",
+            "ladder",
+            "needs the model ladder: this closedloop's Agent takes one model, "
+            "not an ordered list of them",
+        )
+    return AgentStrategy(name="ladder", runs_on="ladder")
+
+
+register_strategy("closedloop", AgentStrategy)
+register_strategy("frozen", lambda: AgentStrategy(name="frozen", frozen=True, fixed=True))
+register_strategy("ladder", _ladder)

@@ -1,0 +1,218 @@
+"""The agent-based strategies and the fixed settings, on test models: registered, sending
+the shared prompt, scored by the checker, and their bad input refused before any call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from closedloop import ConfigurationError
+from closedloop.models import CallInfo, FunctionModel, Message, Model
+from closedloop_bench.tools import (
+    DATA_DIR,
+    FROZEN_U,
+    AgentStrategy,
+    Attempt,
+    OpenLoop,
+    Task,
+    ToolsConfig,
+    agent_instructions,
+    agent_takes_ladder,
+    build_messages,
+    get_strategy,
+    load_tasks,
+    oracle_calls,
+    run_tools_bench,
+    strategy_names,
+    system_prompt,
+)
+from closedloop_bench.tools._agents import frozen_control
+
+DEV = load_tasks(DATA_DIR / "dev.jsonl")
+ALL_STRATEGIES = ("open_loop", "strict", "reask@2", "votes@3", "strong", "closedloop", "frozen")
+
+
+def _recorder(reply: str) -> tuple[FunctionModel, list[tuple[Message, ...]]]:
+    sent: list[tuple[Message, ...]] = []
+
+    def answer(messages: Sequence[Message], _call: CallInfo) -> str:
+        sent.append(tuple(messages))
+        return reply
+
+    return FunctionModel(answer, name="recorder"), sent
+
+
+def test_every_strategy_is_registered_with_its_fixed_flag() -> None:
+    names = strategy_names()
+    for name in ("open_loop", "strict", "strong", "closedloop", "frozen", "ladder"):
+        assert name in names
+    assert "reask@N" in names and "votes@N" in names
+    fixed = {name: get_strategy(name).fixed for name in ALL_STRATEGIES}
+    assert fixed == {
+        "open_loop": True,
+        "strict": True,
+        "reask@2": True,
+        "votes@3": True,
+        "strong": True,
+        "closedloop": False,
+        "frozen": True,
+    }
+    assert get_strategy("reask@4").name == "reask@4"
+    assert get_strategy("strong").runs_on == "strongest"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["votes@0", "reask@0", "votes@-1", "votes@two", "nope@3"])
+def test_bad_counts_are_refused_by_name(name: str) -> None:
+    with pytest.raises(ConfigurationError, match=name.replace("-", "\\-")):
+        get_strategy(name)
+
+
+def test_the_ladder_waits_for_an_agent_that_takes_a_list() -> None:
+    assert agent_takes_ladder() is False  # today's Agent takes one model
+    with pytest.raises(ConfigurationError, match="needs the model ladder"):
+        get_strategy("ladder")
+
+
+@pytest.mark.parametrize("family", ["single", "parallel", "irrelevance", "multi_turn"])
+async def test_the_one_call_strategies_send_exactly_the_open_loop_prompt(family: str) -> None:
+    task = next(t for t in DEV if t.family == family)
+    model, sent = _recorder('{"no_call": "none fits"}')
+    for name in ("open_loop", "strict", "reask@2", "votes@3", "strong"):
+        await get_strategy(name).solve(task, model)
+    assert len(sent) == 1 + 1 + 1 + 3 + 1  # a valid answer is not re-asked
+    assert all(messages == sent[0] for messages in sent)
+    assert [m.content for m in sent[0]] == [m.content for m in build_messages(task)]
+
+
+@pytest.mark.parametrize("name", ["closedloop", "frozen"])
+@pytest.mark.parametrize("family", ["single", "multi_turn"])
+async def test_the_agents_send_the_shared_task_text(name: str, family: str) -> None:
+    task = next(t for t in DEV if t.family == family)
+    model, sent = _recorder('{"final": "nothing to do"}')
+    await get_strategy(name).solve(task, model)
+    system, user = sent[0][0].content, sent[0][-1].content
+    assert agent_instructions(task) in system
+    # The functions, the rules and the user's words are the open loop's, word for word;
+    # only the answer forms differ (one call a reply instead of every call at once).
+    shared = system_prompt(task)
+    head = shared.split("\n\nAnswer with")[0]
+    tail = shared.rsplit("\n", 1)[1]
+    assert head in system and tail in system and '{"calls"' not in system
+    for message in task.messages:
+        assert message.content in user
+
+
+def _has_repeated_call(task: Task) -> bool:
+    keys = [json.dumps(c.as_dict(), sort_keys=True) for c in oracle_calls(task)]
+    return len(keys) != len(set(keys))
+
+
+async def test_every_strategy_is_scored_by_the_checker() -> None:
+    config = ToolsConfig(models=("test:no-call", "test:oracle"), strategies=ALL_STRATEGIES)
+    report = await run_tools_bench(DEV, config)
+    repeated = {t.id for t in DEV if _has_repeated_call(t)}
+    for name in ALL_STRATEGIES:
+        oracle = [r for r in report.results if r.strategy == name and r.model == "test:oracle"]
+        failed = {r.task_id for r in oracle if not r.success}
+        if name in ("closedloop", "frozen"):
+            # The loop refuses a call it has just made: a task that asks for the same call
+            # twice loses the second one. Every other task is solved.
+            assert failed == repeated
+        else:
+            assert failed == set()
+        assert len(oracle) == len(DEV)
+    for name in ("closedloop", "frozen", "open_loop", "reask@2"):
+        declines = report.cell(name, "test:no-call")
+        assert declines.successes == sum(t.family == "irrelevance" for t in DEV)
+    # strong runs on the last (strongest) model only.
+    assert {r.model for r in report.results if r.strategy == "strong"} == {"test:oracle"}
+    loop = report.cell("closedloop", "test:oracle", "multi_turn")
+    assert loop.model_calls > 1  # one call a reply, then the final answer
+
+
+def test_frozen_holds_every_actuator_and_the_protocol() -> None:
+    frozen = frozen_control()
+    assert frozen.protocols is False
+    on = AgentStrategy().control()
+    schedule = frozen.schedule
+    for name in type(schedule).__dataclass_fields__:
+        fn = getattr(schedule, name)
+        assert fn(0.0) == fn(1.0) == getattr(on.schedule, name)(FROZEN_U), name
+    built = get_strategy("frozen").control()  # type: ignore[attr-defined]
+    assert built.protocols is False and built.schedule.strictness(0.0) == schedule.strictness(1.0)
+    assert AgentStrategy().control().protocols is True  # the controller on keeps the ESO
+
+
+def _scripted(replies: list[str]) -> tuple[FunctionModel, list[tuple[Message, ...]]]:
+    sent: list[tuple[Message, ...]] = []
+
+    def answer(messages: Sequence[Message], _call: CallInfo) -> str:
+        sent.append(tuple(messages))
+        return replies[min(len(sent), len(replies)) - 1]
+
+    return FunctionModel(answer, name="scripted"), sent
+
+
+def _single() -> Task:
+    return next(t for t in DEV if t.family == "single")
+
+
+async def test_reask_sends_the_validator_error_and_stops_when_valid() -> None:
+    task = _single()
+    right = json.dumps({"calls": [c.as_dict() for c in oracle_calls(task)]})
+    model, sent = _scripted(['{"calls": [{"name": "no_such_fn", "arguments": {}}]}', right])
+    attempt = await get_strategy("reask@3").solve(task, model)
+    assert attempt.model_calls == 2 and attempt.error is None
+    assert list(attempt.calls) == oracle_calls(task)
+    again = sent[1][-1].content
+    assert "unknown function 'no_such_fn'" in again and sent[1][-2].role == "assistant"
+    stubborn, calls = _scripted(["not json"])
+    failed = await get_strategy("reask@1").solve(task, stubborn)
+    assert len(calls) == 2 and failed.error == "no JSON answer in the reply"
+
+
+async def test_votes_take_the_majority_of_valid_samples() -> None:
+    task = _single()
+    right = json.dumps({"calls": [c.as_dict() for c in oracle_calls(task)]})
+    other = '{"no_call": "none fits"}'
+    bad = '{"calls": [{"name": "no_such_fn", "arguments": {}}]}'
+    model, _sent = _scripted([other, right, bad, right, bad])
+    attempt = await get_strategy("votes@5").solve(task, model)
+    assert list(attempt.calls) == oracle_calls(task)
+    assert attempt.extra == {"votes": 2, "samples": 5, "distinct": 2}
+    assert all(call.request.temperature > 0 for call in model.calls)
+    assert len({call.request.seed for call in model.calls}) == 5
+
+
+@dataclass
+class _LadderProbe:
+    """A strategy that runs once on the whole ladder and says which models it got."""
+
+    name: str = "ladder_probe"
+    fixed: bool = False
+    runs_on: str = "ladder"
+    seen: list[list[str]] = field(default_factory=list)
+
+    async def solve(self, task: Task, model: Model) -> Attempt:
+        raise AssertionError("a ladder strategy is solved on the ladder")
+
+    async def solve_ladder(self, task: Task, models: Sequence[Model]) -> Attempt:
+        self.seen.append([m.name for m in models])
+        await models[0].complete("cheap first")
+        return Attempt(calls=tuple(oracle_calls(task)))
+
+
+async def test_the_runner_hands_a_ladder_strategy_every_model_weakest_first() -> None:
+    probe = _LadderProbe()
+    config = ToolsConfig(models=("test:no-call", "test:oracle"), strategies=(probe, OpenLoop()))
+    report = await run_tools_bench(DEV[:4], config)
+    assert probe.seen == [["test:no-call", "test:oracle"]] * 4
+    cell = report.cell("ladder_probe", "test:no-call > test:oracle")
+    assert cell.successes == 4 and cell.model_calls == 1.0
+    assert {r.model for r in report.results if r.strategy == "open_loop"} == {
+        "test:no-call",
+        "test:oracle",
+    }

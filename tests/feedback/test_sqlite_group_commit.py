@@ -29,7 +29,7 @@ async def test_waiting_writes_commit_together_and_a_failing_one_alone_is_undone(
     async with SQLiteStore(tmp_path / "state.db") as store:
         await store.create("s", {"n": 0})
         before = store.stats.commits
-        writes = [store.record_put("ns", f"k{i}", {"i": i}) for i in range(10)]
+        writes: list[Any] = [store.record_put("ns", f"k{i}", {"i": i}) for i in range(10)]
         writes.insert(5, store.put("s", {"n": 1}, expected_version=99))  # a lost CAS
         writes.append(store.put("s", {"n": 2}, expected_version=1))
         outcomes = await _with_worker_held(store, writes)

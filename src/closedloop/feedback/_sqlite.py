@@ -1,9 +1,11 @@
 """``SQLiteStore``: the embedded default state store, one WAL-mode SQLite file.
 
 One dedicated thread owns the connection and runs every operation, so the event loop never
-blocks on disk and SQLite is only ever used from the thread that opened it. Each write is
-one ``BEGIN IMMEDIATE`` transaction that reads the version and writes in the same lock, so
-compare-and-set holds across processes that share the file, not only across tasks.
+blocks on disk and SQLite is only ever used from the thread that opened it. Each write
+reads the version and writes inside a ``BEGIN IMMEDIATE`` transaction, under one lock, so
+compare-and-set holds across processes that share the file, not only across tasks. Writes
+that wait for the thread together share one transaction and one sync (group commit, as
+databases batch their log flushes), each in its own savepoint.
 """
 
 from __future__ import annotations

@@ -124,13 +124,17 @@ class SuccessMemory:
     """Successful steps by step type, for the handover's suggested fix.
 
     Keys are ``<step type>/<digest of the arguments>``; at most ``per_type`` are kept per
-    step type (the oldest go first).
+    step type (the oldest go first). One memory serves one run: it lists a step type's
+    successes once, on the first it remembers, and keeps that view up to date with its
+    own writes, so remembering costs one write, not a read, a write and a listing.
+    Successes another run adds meanwhile are counted by the next run that lists them.
     """
 
     def __init__(self, store: StateStore, namespace: str = "successes", per_type: int = 20):
         self.store = store
         self.namespace = namespace
         self.per_type = per_type
+        self._seen: dict[str, dict[str, float]] = {}  # step type -> key -> updated_at
 
     async def remember(
         self,
@@ -144,9 +148,13 @@ class SuccessMemory:
         text = _canonical(arguments)
         digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
         key = f"{step_type}/{digest}"
+        seen = self._seen.get(step_type)
+        if seen is None:
+            listed = await self.store.record_list(self.namespace, f"{step_type}/")
+            seen = self._seen[step_type] = {r.key: r.updated_at for r in listed}
         # Overwriting a known success adds none: only a new key can push the count over.
-        known = await self.store.record_get(self.namespace, key) is not None
-        await self.store.record_put(
+        known = key in seen
+        written = await self.store.record_put(
             self.namespace,
             key,
             {
@@ -157,13 +165,13 @@ class SuccessMemory:
                 "observed": observed[:500],
             },
         )
-        if known:
+        seen[key] = written.updated_at
+        if known or len(seen) <= self.per_type:
             return
-        records = await self.store.record_list(self.namespace, f"{step_type}/")
-        if len(records) > self.per_type:
-            records.sort(key=lambda r: r.updated_at)
-            for old in records[: len(records) - self.per_type]:
-                await self.store.record_delete(self.namespace, old.key)
+        oldest = sorted(seen, key=lambda k: seen[k])[: len(seen) - self.per_type]
+        for old in oldest:
+            await self.store.record_delete(self.namespace, old)
+            del seen[old]
 
     async def nearest(self, step_type: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """The past success most like this call: same step type first, then any."""

@@ -206,7 +206,25 @@ class Executor:
         assert run.key is not None
         key = run.key
         action = run.action
-        record = await ledger.get(run.key)
+        first: EffectRecord | None = None
+        if not action.requires_confirmation and not action.preconditions:
+            # Nothing to check before the claim: claim first and read only if an entry is
+            # already there (the claim is a conditional insert), one store trip, not two.
+            try:
+                first = await ledger.claim(
+                    key=key,
+                    task_id=run.task_id,
+                    step=run.step,
+                    action=action,
+                    args=run.args,
+                    attempts=1,
+                )
+            except Exception:
+                # An entry is there (a lost conditional insert), or the claim was refused
+                # (an unstorable argument): read and claim as before, where a refused
+                # claim is a failed try of the retry loop.
+                first = None
+        record = None if first is not None else await ledger.get(run.key)
         if record is not None and record.status is EffectStatus.PENDING:
             resolved = await self._reconcile(run, ledger, record, "is pending from an earlier run")
             if isinstance(resolved, ActionOutcome):
@@ -230,18 +248,21 @@ class Executor:
 
         async def attempt(n: int) -> ActionOutcome:
             # One claim and one call; an outcome is the end, an exception a failed try.
-            nonlocal claimed
+            nonlocal claimed, first
             run.attempt = n
             try:
-                current = await ledger.claim(
-                    key=key,
-                    task_id=run.task_id,
-                    step=run.step,
-                    action=action,
-                    args=run.args,
-                    attempts=n,
-                    previous=claimed,
-                )
+                if first is not None:  # claimed above, before any read
+                    current, first = first, None
+                else:
+                    current = await ledger.claim(
+                        key=key,
+                        task_id=run.task_id,
+                        step=run.step,
+                        action=action,
+                        args=run.args,
+                        attempts=n,
+                        previous=claimed,
+                    )
             except StaleStateError as exc:
                 error = ReconciliationRequiredError(
                     f"effect {key!r} was claimed by another worker at the same time"

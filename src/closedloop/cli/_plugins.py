@@ -35,10 +35,17 @@ def add_plugin_commands(app: typer.Typer) -> list[str]:
     A known group with no installed provider becomes a command that says how to install it.
     """
     added: list[str] = []
+    broken: dict[str, str] = {}
     for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         if entry.name in added:
             continue  # two installs of one distribution (editable and not): the first wins
-        group = entry.load()
+        try:
+            group = entry.load()
+        except ImportError as exc:
+            # Installed but unimportable (a dependency of it is missing): the core's own
+            # commands must still work, and this group says why it cannot.
+            broken[entry.name] = f"{entry.value} cannot be imported ({exc})"
+            continue
         if not isinstance(group, typer.Typer):
             raise ConfigurationError(
                 f"entry point {ENTRY_POINT_GROUP}:{entry.name}",
@@ -47,23 +54,28 @@ def add_plugin_commands(app: typer.Typer) -> list[str]:
             )
         app.add_typer(group, name=entry.name)
         added.append(entry.name)
-    for name, what in _BENCH_GROUPS.items():
+    for name in sorted(set(_BENCH_GROUPS) | set(broken)):
         if name not in added:
+            what = _BENCH_GROUPS.get(name, "a plugin")
             app.command(
                 name,
                 help=f"Needs closedloop-bench ({what}): {_INSTALL}.",
                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
                 add_help_option=False,
-            )(_missing(name))
+            )(_missing(name, broken.get(name)))
     return added
 
 
-def _missing(name: str) -> Callable[..., None]:
+def _missing(name: str, broken: str | None = None) -> Callable[..., None]:
+    reason = (
+        f"comes with closedloop-bench, which is not installed: {_INSTALL}"
+        if broken is None
+        else f"is installed but {broken}"
+    )
+
     def command(
         args: Annotated[list[str] | None, typer.Argument(hidden=True)] = None,
     ) -> None:
-        raise ConfigurationError(
-            "command", name, f"comes with closedloop-bench, which is not installed: {_INSTALL}"
-        )
+        raise ConfigurationError("command", name, reason)
 
     return command

@@ -149,8 +149,9 @@ class StoreStats:
     gc_fields: int = 0
     """Expired fields deleted by ``gc``."""
     commits: int = 0
-    """Write transactions committed, where each write is a transaction of its own
-    (``SQLiteStore``: under ``synchronous="FULL"`` one fsync each); other stores count none."""
+    """Write transactions committed (``SQLiteStore``: under ``synchronous="FULL"`` one fsync
+    each). Writes that wait for the store together share one transaction (group commit),
+    so one commit can carry several callers' writes; other stores count none."""
 
 
 class _Counters:

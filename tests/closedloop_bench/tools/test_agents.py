@@ -17,13 +17,13 @@ from closedloop_bench.tools import (
     AgentStrategy,
     Attempt,
     OpenLoop,
-    Task,
     ToolsConfig,
+    ToolTask,
     agent_instructions,
     agent_takes_ladder,
     build_messages,
-    get_strategy,
-    load_tasks,
+    get_tool_strategy,
+    load_tool_tasks,
     oracle_calls,
     run_tools_bench,
     strategy_names,
@@ -31,7 +31,7 @@ from closedloop_bench.tools import (
 )
 from closedloop_bench.tools._agents import frozen_control
 
-DEV = load_tasks(DATA_DIR / "dev.jsonl")
+DEV = load_tool_tasks(DATA_DIR / "dev.jsonl")
 ALL_STRATEGIES = ("open_loop", "strict", "reask@2", "votes@3", "strong", "closedloop", "frozen")
 
 
@@ -50,7 +50,7 @@ def test_every_strategy_is_registered_with_its_fixed_flag() -> None:
     for name in ("open_loop", "strict", "strong", "closedloop", "frozen", "ladder"):
         assert name in names
     assert "reask@N" in names and "votes@N" in names
-    fixed = {name: get_strategy(name).fixed for name in ALL_STRATEGIES}
+    fixed = {name: get_tool_strategy(name).fixed for name in ALL_STRATEGIES}
     assert fixed == {
         "open_loop": True,
         "strict": True,
@@ -60,20 +60,20 @@ def test_every_strategy_is_registered_with_its_fixed_flag() -> None:
         "closedloop": False,
         "frozen": True,
     }
-    assert get_strategy("reask@4").name == "reask@4"
-    assert get_strategy("strong").runs_on == "strongest"  # type: ignore[attr-defined]
+    assert get_tool_strategy("reask@4").name == "reask@4"
+    assert get_tool_strategy("strong").runs_on == "strongest"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("name", ["votes@0", "reask@0", "votes@-1", "votes@two", "nope@3"])
 def test_bad_counts_are_refused_by_name(name: str) -> None:
     with pytest.raises(ConfigurationError, match=name.replace("-", "\\-")):
-        get_strategy(name)
+        get_tool_strategy(name)
 
 
 def test_the_ladder_waits_for_an_agent_that_takes_a_list() -> None:
     assert agent_takes_ladder() is False  # today's Agent takes one model
     with pytest.raises(ConfigurationError, match="needs the model ladder"):
-        get_strategy("ladder")
+        get_tool_strategy("ladder")
 
 
 @pytest.mark.parametrize("family", ["single", "parallel", "irrelevance", "multi_turn"])
@@ -81,7 +81,7 @@ async def test_the_one_call_strategies_send_exactly_the_open_loop_prompt(family:
     task = next(t for t in DEV if t.family == family)
     model, sent = _recorder('{"no_call": "none fits"}')
     for name in ("open_loop", "strict", "reask@2", "votes@3", "strong"):
-        await get_strategy(name).solve(task, model)
+        await get_tool_strategy(name).solve(task, model)
     assert len(sent) == 1 + 1 + 1 + 3 + 1  # a valid answer is not re-asked
     assert all(messages == sent[0] for messages in sent)
     assert [m.content for m in sent[0]] == [m.content for m in build_messages(task)]
@@ -92,7 +92,7 @@ async def test_the_one_call_strategies_send_exactly_the_open_loop_prompt(family:
 async def test_the_agents_send_the_shared_task_text(name: str, family: str) -> None:
     task = next(t for t in DEV if t.family == family)
     model, sent = _recorder('{"final": "nothing to do"}')
-    await get_strategy(name).solve(task, model)
+    await get_tool_strategy(name).solve(task, model)
     system, user = sent[0][0].content, sent[0][-1].content
     assert agent_instructions(task) in system
     # The functions, the rules and the user's words are the open loop's, word for word;
@@ -105,7 +105,7 @@ async def test_the_agents_send_the_shared_task_text(name: str, family: str) -> N
         assert message.content in user
 
 
-def _has_repeated_call(task: Task) -> bool:
+def _has_repeated_call(task: ToolTask) -> bool:
     keys = [json.dumps(c.as_dict(), sort_keys=True) for c in oracle_calls(task)]
     return len(keys) != len(set(keys))
 
@@ -141,7 +141,7 @@ def test_frozen_holds_every_actuator_and_the_protocol() -> None:
     for name in type(schedule).__dataclass_fields__:
         fn = getattr(schedule, name)
         assert fn(0.0) == fn(1.0) == getattr(on.schedule, name)(FROZEN_U), name
-    built = get_strategy("frozen").control()  # type: ignore[attr-defined]
+    built = get_tool_strategy("frozen").control()  # type: ignore[attr-defined]
     assert built.protocols is False and built.schedule.strictness(0.0) == schedule.strictness(1.0)
     assert AgentStrategy().control().protocols is True  # the controller on keeps the ESO
 
@@ -156,7 +156,7 @@ def _scripted(replies: list[str]) -> tuple[FunctionModel, list[tuple[Message, ..
     return FunctionModel(answer, name="scripted"), sent
 
 
-def _single() -> Task:
+def _single() -> ToolTask:
     return next(t for t in DEV if t.family == "single")
 
 
@@ -164,13 +164,13 @@ async def test_reask_sends_the_validator_error_and_stops_when_valid() -> None:
     task = _single()
     right = json.dumps({"calls": [c.as_dict() for c in oracle_calls(task)]})
     model, sent = _scripted(['{"calls": [{"name": "no_such_fn", "arguments": {}}]}', right])
-    attempt = await get_strategy("reask@3").solve(task, model)
+    attempt = await get_tool_strategy("reask@3").solve(task, model)
     assert attempt.model_calls == 2 and attempt.error is None
     assert list(attempt.calls) == oracle_calls(task)
     again = sent[1][-1].content
     assert "unknown function 'no_such_fn'" in again and sent[1][-2].role == "assistant"
     stubborn, calls = _scripted(["not json"])
-    failed = await get_strategy("reask@1").solve(task, stubborn)
+    failed = await get_tool_strategy("reask@1").solve(task, stubborn)
     assert len(calls) == 2 and failed.error == "no JSON answer in the reply"
 
 
@@ -180,7 +180,7 @@ async def test_votes_take_the_majority_of_valid_samples() -> None:
     other = '{"no_call": "none fits"}'
     bad = '{"calls": [{"name": "no_such_fn", "arguments": {}}]}'
     model, _sent = _scripted([other, right, bad, right, bad])
-    attempt = await get_strategy("votes@5").solve(task, model)
+    attempt = await get_tool_strategy("votes@5").solve(task, model)
     assert list(attempt.calls) == oracle_calls(task)
     assert attempt.extra == {"votes": 2, "samples": 5, "distinct": 2}
     assert all(call.request.temperature > 0 for call in model.calls)
@@ -196,10 +196,10 @@ class _LadderProbe:
     runs_on: str = "ladder"
     seen: list[list[str]] = field(default_factory=list)
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         raise AssertionError("a ladder strategy is solved on the ladder")
 
-    async def solve_ladder(self, task: Task, models: Sequence[Model]) -> Attempt:
+    async def solve_ladder(self, task: ToolTask, models: Sequence[Model]) -> Attempt:
         self.seen.append([m.name for m in models])
         await models[0].complete("cheap first")
         return Attempt(calls=tuple(oracle_calls(task)))

@@ -8,14 +8,14 @@ import closedloop_bench.tools as tools
 
 EXPECTED = {
     "AGENT_STRATEGY_NAMES", "DATA_DIR", "DEFAULT_COUNTS", "DEFAULT_MAX_STEPS", "FROZEN_U", "ENVIRONMENTS", "FAMILIES",
-    "MAX_CALLS", "STRING_LIMIT", "TEST_MODELS",
+    "MAX_CALLS", "STRING_LIMIT", "TOOL_TEST_MODELS",
     "AgentStrategy", "ArgRule", "Attempt", "Call", "CallResult", "Cell", "Environment", "Expected",
-    "ExpectedCall", "FunctionDef", "ModelProvider", "OpenLoop", "ParsedReply", "ReAsk", "Strategy",
-    "Strict", "Task", "TaskFileError", "TaskMessage", "TaskResult", "TaskScore", "TaskTools",
+    "ExpectedCall", "FunctionDef", "ModelProvider", "OpenLoop", "ParsedReply", "ReAsk", "ToolStrategy",
+    "Strict", "ToolTask", "TaskFileError", "TaskMessage", "TaskResult", "TaskScore", "TaskTools",
     "ToolSchema", "ToolsConfig", "ToolsReport", "Votes",
     "agent_instructions", "agent_takes_ladder", "check_reply",
     "build_messages", "dump_tasks", "fixed_frontier", "generate_split", "generate_tasks",
-    "get_strategy", "ideal_reply", "load_tasks", "oracle_calls", "parse_reply", "parse_task",
+    "get_tool_strategy", "ideal_reply", "load_tool_tasks", "oracle_calls", "parse_reply", "parse_task",
     "plot_plane", "read_report", "register_family", "register_strategy", "render_table", "replay",
     "resolve_models", "run_tools_bench", "score", "states_match", "strategy_names",
     "strict_schema", "summarise", "system_prompt", "task_request", "write_data", "write_report",

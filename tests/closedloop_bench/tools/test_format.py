@@ -13,7 +13,7 @@ from closedloop_bench.tools import (
     FAMILIES,
     TaskFileError,
     dump_tasks,
-    load_tasks,
+    load_tool_tasks,
     parse_task,
 )
 
@@ -62,23 +62,23 @@ def _write(tmp_path: Path, *rows: object) -> Path:
 
 
 def test_example_file_has_ten_tasks_covering_every_family() -> None:
-    tasks = load_tasks(EXAMPLE)
+    tasks = load_tool_tasks(EXAMPLE)
     assert len(tasks) == 10
     assert {t.family for t in tasks} == set(FAMILIES)
 
 
 def test_dump_and_load_round_trip(tmp_path: Path) -> None:
-    tasks = load_tasks(EXAMPLE)
+    tasks = load_tool_tasks(EXAMPLE)
     path = tmp_path / "again.jsonl"
     path.write_text(dump_tasks(tasks))
-    assert load_tasks(path) == tasks
+    assert load_tool_tasks(path) == tasks
     assert path.read_text() == EXAMPLE.read_text()
 
 
 def _error(tmp_path: Path, bad: object, line: int = 2) -> TaskFileError:
     rows: list[object] = [_good(), bad] if line == 2 else [bad]
     with pytest.raises(TaskFileError) as info:
-        load_tasks(_write(tmp_path, *rows))
+        load_tool_tasks(_write(tmp_path, *rows))
     assert info.value.line == line
     assert f"line {line}" in str(info.value)
     return info.value
@@ -172,11 +172,11 @@ def test_bad_enum_value_names_the_field(tmp_path: Path) -> None:
 
 def test_no_file_and_empty_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="not a task file"):
-        load_tasks(tmp_path / "nope.jsonl")
+        load_tool_tasks(tmp_path / "nope.jsonl")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     with pytest.raises(ConfigurationError, match="no tasks"):
-        load_tasks(empty)
+        load_tool_tasks(empty)
 
 
 def test_parse_task_refuses_a_non_object() -> None:

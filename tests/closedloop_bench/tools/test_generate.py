@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from closedloop_bench.tools import DATA_DIR, FAMILIES, Task, load_tasks, write_data
+from closedloop_bench.tools import DATA_DIR, FAMILIES, ToolTask, load_tool_tasks, write_data
 
 
 @pytest.fixture(scope="module")
-def committed() -> dict[str, list[Task]]:
-    return {split: load_tasks(DATA_DIR / f"{split}.jsonl") for split in ("dev", "eval")}
+def committed() -> dict[str, list[ToolTask]]:
+    return {split: load_tool_tasks(DATA_DIR / f"{split}.jsonl") for split in ("dev", "eval")}
 
 
-def test_sizes_and_family_balance(committed: dict[str, list[Task]]) -> None:
+def test_sizes_and_family_balance(committed: dict[str, list[ToolTask]]) -> None:
     assert len(committed["eval"]) >= 400
     assert len(committed["dev"]) == 100
     for split, tasks in committed.items():
@@ -25,22 +25,24 @@ def test_sizes_and_family_balance(committed: dict[str, list[Task]]) -> None:
         assert all(t.split == split for t in tasks)
 
 
-def test_many_domains(committed: dict[str, list[Task]]) -> None:
+def test_many_domains(committed: dict[str, list[ToolTask]]) -> None:
     for tasks in committed.values():
         assert len({t.domain for t in tasks}) >= 10
     multi = [t for t in committed["eval"] if t.family == "multi_turn"]
     assert {t.env for t in multi} == {"todo", "ledger", "calendar", "inventory", "files"}
 
 
-def test_splits_do_not_share_a_task(committed: dict[str, list[Task]]) -> None:
-    def key(task: Task) -> tuple[str, ...]:
+def test_splits_do_not_share_a_task(committed: dict[str, list[ToolTask]]) -> None:
+    def key(task: ToolTask) -> tuple[str, ...]:
         return (*(m.content for m in task.messages), *sorted(task.functions))
 
     dev = {key(t) for t in committed["dev"]}
     assert not dev & {key(t) for t in committed["eval"]}
 
 
-def test_choose_offers_two_to_six_and_parallel_several(committed: dict[str, list[Task]]) -> None:
+def test_choose_offers_two_to_six_and_parallel_several(
+    committed: dict[str, list[ToolTask]],
+) -> None:
     tasks = committed["eval"]
     choose = [len(t.tools) for t in tasks if t.family == "choose"]
     assert min(choose) == 2 and max(choose) == 6

@@ -16,15 +16,15 @@ from closedloop_bench.tools import (
     Call,
     OpenLoop,
     Strict,
-    Task,
+    ToolTask,
     build_messages,
     ideal_reply,
-    load_tasks,
+    load_tool_tasks,
     parse_reply,
     strict_schema,
 )
 
-DEV = load_tasks(DATA_DIR / "dev.jsonl")
+DEV = load_tool_tasks(DATA_DIR / "dev.jsonl")
 
 
 def _strings(schema: Any) -> Iterator[dict[str, Any]]:
@@ -64,7 +64,7 @@ def test_a_property_named_description_survives_the_bounding() -> None:
         "required": ["description"],
     }
     raw["expected"] = {"calls": [{"name": raw["tools"][0]["function"]["name"]}]}
-    reshaped = Task.model_validate(raw)
+    reshaped = ToolTask.model_validate(raw)
     schema = strict_schema(reshaped)
     args = schema["anyOf"][0]["properties"]["calls"]["items"]["properties"]["arguments"]
     assert args["properties"]["description"]["maxLength"] == STRING_LIMIT

@@ -17,12 +17,12 @@ from closedloop_bench.tools import (
     DATA_DIR,
     Attempt,
     Cell,
-    Task,
     TaskTools,
     ToolsConfig,
+    ToolTask,
     fixed_frontier,
-    get_strategy,
-    load_tasks,
+    get_tool_strategy,
+    load_tool_tasks,
     oracle_calls,
     plot_plane,
     register_strategy,
@@ -33,7 +33,7 @@ from closedloop_bench.tools import (
 from closedloop_bench.tools._strategies import _REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3]
-DEV = load_tasks(DATA_DIR / "dev.jsonl")
+DEV = load_tool_tasks(DATA_DIR / "dev.jsonl")
 
 
 async def test_test_models_bound_the_scores() -> None:
@@ -83,13 +83,13 @@ def test_the_frontier_keeps_only_undominated_fixed_settings() -> None:
 
 def test_unknown_and_unwired_strategies_are_clear_errors() -> None:
     with pytest.raises(ConfigurationError, match="needs the model ladder"):
-        get_strategy("ladder")
+        get_tool_strategy("ladder")
     with pytest.raises(ConfigurationError, match=r"runnable: open_loop, strict, .*reask@N"):
-        get_strategy("nonsense")
+        get_tool_strategy("nonsense")
     saved = _REGISTRY.pop("frozen")
     try:
         with pytest.raises(ConfigurationError, match="not wired yet"):
-            get_strategy("frozen")
+            get_tool_strategy("frozen")
     finally:
         _REGISTRY["frozen"] = saved
 
@@ -101,7 +101,7 @@ class _ToolRunner:
     name: str = "closedloop"
     fixed: bool = False
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         tools = TaskTools(task)
         for call in oracle_calls(task):
             assert tools.call(call.name, call.arguments).ok
@@ -247,7 +247,7 @@ class _TwoCalls:
     name: str = "twice"
     fixed: bool = False
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         await model.complete("first")
         await model.complete("second")
         return Attempt(calls=tuple(oracle_calls(task)))

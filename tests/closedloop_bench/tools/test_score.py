@@ -10,15 +10,15 @@ from closedloop_bench.tools import (
     DATA_DIR,
     ArgRule,
     Call,
-    Task,
-    load_tasks,
+    ToolTask,
+    load_tool_tasks,
     oracle_calls,
     replay,
     score,
 )
 from closedloop_bench.tools._score import rule_matches
 
-ALL = load_tasks(DATA_DIR / "dev.jsonl") + load_tasks(DATA_DIR / "eval.jsonl")
+ALL = load_tool_tasks(DATA_DIR / "dev.jsonl") + load_tool_tasks(DATA_DIR / "eval.jsonl")
 WITH_CALLS = [t for t in ALL if not t.expected.no_call]
 
 
@@ -40,7 +40,7 @@ def _mutated(value: Any, schema: dict[str, Any]) -> Any:
     return "wrong"
 
 
-def _wrong_argument(task: Task) -> list[Call] | None:
+def _wrong_argument(task: ToolTask) -> list[Call] | None:
     calls = oracle_calls(task)
     for index, call in enumerate(calls):
         properties = task.functions[call.name].properties

@@ -62,7 +62,7 @@ from ._report import CellSummary, EpisodeResult, write_json
 from ._runner import EpisodeJob, FaultsConfig, make_runner, run_jobs
 
 if TYPE_CHECKING:  # the tools package imports this package's statistics: import it on use
-    from ..tools import Task, ToolsReport
+    from ..tools import ToolsReport, ToolTask
 
 __all__ = ["DemoConfig", "DemoReport", "pick_demo_tasks", "render_demo", "run_agent_demo"]
 
@@ -252,7 +252,7 @@ async def run_agent_demo(
 
 
 async def _run_tools(
-    config: DemoConfig, tasks: Sequence[Task], shared: Model | None, progress: bool
+    config: DemoConfig, tasks: Sequence[ToolTask], shared: Model | None, progress: bool
 ) -> ToolsReport | None:
     """The tool-calling rows: the demo's model (the world's loaded copy, when real)."""
     if not tasks:

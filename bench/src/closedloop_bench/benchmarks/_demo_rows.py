@@ -22,7 +22,7 @@ from ._report import EpisodeResult
 from ._stats import wilson_interval
 
 if TYPE_CHECKING:  # the tools package imports this one's statistics: import it on use
-    from ..tools import Task, ToolsReport
+    from ..tools import ToolsReport, ToolTask
 
 __all__ = [
     "ROW_LABELS",
@@ -72,14 +72,14 @@ class DemoRow(BaseModel):
     seconds: float
 
 
-def pick_tool_tasks(count: int) -> list[Task]:
+def pick_tool_tasks(count: int) -> list[ToolTask]:
     """``count`` tasks of the tool-calling dev split: the families in turn, and within a
     family the first task of a domain not picked yet (so the domains spread too)."""
-    from ..tools import DATA_DIR, FAMILIES, load_tasks
+    from ..tools import DATA_DIR, FAMILIES, load_tool_tasks
 
-    pool = load_tasks(DATA_DIR / "dev.jsonl")
+    pool = load_tool_tasks(DATA_DIR / "dev.jsonl")
     by_family = {f: [t for t in pool if t.family == f] for f in FAMILIES}
-    picked: list[Task] = []
+    picked: list[ToolTask] = []
     domains: set[str] = set()
     if count > len(pool):
         raise ConfigurationError("tool_tasks", count, f"the dev split holds {len(pool)} tasks")

@@ -3,7 +3,7 @@
 Five task families (``single``, ``choose``, ``parallel``, ``irrelevance``,
 ``multi_turn``) over fourteen domains, generated with their checkers and split into dev
 (100 tasks) and eval (420 tasks); functions are OpenAI-style schemas, so a user brings
-their own tasks as JSONL (:func:`load_tasks`, format in ``_format``). ``score`` checks an
+their own tasks as JSONL (:func:`load_tool_tasks`, format in ``_format``). ``score`` checks an
 answer's calls (and a stateful task's final state); the oracle solves every task.
 ``run_tools_bench`` runs strategies × models × tasks and reports success with 95 %
 intervals and the cost per task; ``plot_plane`` draws the success–cost plane.
@@ -29,16 +29,16 @@ from ._format import (
     Expected,
     ExpectedCall,
     FunctionDef,
-    Task,
     TaskFileError,
     TaskMessage,
     ToolSchema,
+    ToolTask,
     dump_tasks,
-    load_tasks,
+    load_tool_tasks,
     parse_task,
 )
 from ._generate import DATA_DIR, DEFAULT_COUNTS, generate_split, generate_tasks, write_data
-from ._models import TEST_MODELS, ModelProvider, resolve_models
+from ._models import TOOL_TEST_MODELS, ModelProvider, resolve_models
 from ._oracle import ideal_reply, oracle_calls
 from ._prompt import (
     MAX_CALLS,
@@ -68,10 +68,10 @@ from ._strategies import (
     AGENT_STRATEGY_NAMES,
     Attempt,
     OpenLoop,
-    Strategy,
     Strict,
     TaskTools,
-    get_strategy,
+    ToolStrategy,
+    get_tool_strategy,
     register_family,
     register_strategy,
     strategy_names,
@@ -87,7 +87,7 @@ __all__ = [
     "FROZEN_U",
     "MAX_CALLS",
     "STRING_LIMIT",
-    "TEST_MODELS",
+    "TOOL_TEST_MODELS",
     "AgentStrategy",
     "ArgRule",
     "Attempt",
@@ -102,15 +102,15 @@ __all__ = [
     "OpenLoop",
     "ParsedReply",
     "ReAsk",
-    "Strategy",
     "Strict",
-    "Task",
     "TaskFileError",
     "TaskMessage",
     "TaskResult",
     "TaskScore",
     "TaskTools",
     "ToolSchema",
+    "ToolStrategy",
+    "ToolTask",
     "ToolsConfig",
     "ToolsReport",
     "Votes",
@@ -122,9 +122,9 @@ __all__ = [
     "fixed_frontier",
     "generate_split",
     "generate_tasks",
-    "get_strategy",
+    "get_tool_strategy",
     "ideal_reply",
-    "load_tasks",
+    "load_tool_tasks",
     "oracle_calls",
     "parse_reply",
     "parse_task",

@@ -39,7 +39,7 @@ from closedloop.agent import (
 from closedloop.feedback import MemoryStore
 from closedloop.models import FunctionModel, Model
 
-from ._format import Task
+from ._format import ToolTask
 from ._prompt import agent_instructions, task_request
 from ._strategies import DEFAULT_MAX_TOKENS, Attempt, TaskTools, register_strategy
 
@@ -68,7 +68,7 @@ def frozen_control(u: float = FROZEN_U) -> ControlConfig:
     return fixed_config(ControlConfig(protocols=False, schedule=default_schedule()), u)
 
 
-def task_agent_tools(task: Task, tools: TaskTools) -> list[Tool]:
+def task_agent_tools(task: ToolTask, tools: TaskTools) -> list[Tool]:
     """The task's functions as agent tools, built from their OpenAI schemas; each runs
     through ``tools`` (a failed call is an error the model sees, not a crash)."""
 
@@ -123,7 +123,7 @@ class AgentStrategy:
     def control(self) -> ControlConfig:
         return frozen_control() if self.frozen else ControlConfig()
 
-    def agent(self, task: Task, tools: TaskTools, model: Model | Sequence[Model]) -> Agent:
+    def agent(self, task: ToolTask, tools: TaskTools, model: Model | Sequence[Model]) -> Agent:
         """The agent of one task: the shared text as instructions, the task's tools."""
         key = model.name if isinstance(model, Model) else "|".join(m.name for m in model)
         return Agent(
@@ -139,13 +139,13 @@ class AgentStrategy:
             trace=False,
         )
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         return await self.solve_on(task, model)
 
-    async def solve_ladder(self, task: Task, models: Sequence[Model]) -> Attempt:
+    async def solve_ladder(self, task: ToolTask, models: Sequence[Model]) -> Attempt:
         return await self.solve_on(task, list(models))
 
-    async def solve_on(self, task: Task, model: Model | Sequence[Model]) -> Attempt:
+    async def solve_on(self, task: ToolTask, model: Model | Sequence[Model]) -> Attempt:
         started = self.clock()
         tools = TaskTools(task)
         result = await self.agent(task, tools, model).run(task_request(task))

@@ -17,7 +17,7 @@ from typing import Literal
 from closedloop import ConfigurationError
 from closedloop.models import allow_real_model_calls
 
-from ._format import FAMILIES, Task, load_tasks
+from ._format import FAMILIES, ToolTask, load_tool_tasks
 from ._generate import DATA_DIR, write_data
 from ._report import ToolsReport, plot_plane, render_table, write_report
 from ._runner import ToolsConfig, run_tools_bench
@@ -25,10 +25,10 @@ from ._runner import ToolsConfig, run_tools_bench
 __all__ = ["ToolsCommand", "interleave", "run_tools_command", "split_csv"]
 
 
-def interleave(tasks: Sequence[Task]) -> list[Task]:
+def interleave(tasks: Sequence[ToolTask]) -> list[ToolTask]:
     """The tasks with the families taken in turn (single, choose, ... single, ...)."""
     by_family = {f: [t for t in tasks if t.family == f] for f in FAMILIES}
-    out: list[Task] = []
+    out: list[ToolTask] = []
     for index in range(max((len(v) for v in by_family.values()), default=0)):
         out.extend(group[index] for group in by_family.values() if index < len(group))
     return out
@@ -73,7 +73,7 @@ def run_tools_command(
     if options.cost not in ("tokens", "wall_s"):
         raise ConfigurationError("--cost", options.cost, "must be tokens or wall_s")
     path = options.tasks if options.tasks is not None else DATA_DIR / f"{options.split}.jsonl"
-    tasks = interleave(load_tasks(path))
+    tasks = interleave(load_tool_tasks(path))
     if options.limit is not None:
         tasks = tasks[: options.limit]
     label = f"{path.stem}" + (f" (first {len(tasks)})" if options.limit else "")

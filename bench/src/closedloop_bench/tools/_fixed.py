@@ -24,7 +24,7 @@ import jsonschema
 from closedloop import ConfigurationError
 from closedloop.models import Message, Model, ModelRequest
 
-from ._format import Task
+from ._format import ToolTask
 from ._prompt import ParsedReply, build_messages, parse_reply
 from ._strategies import DEFAULT_MAX_TOKENS, Attempt, Strict, register_family, register_strategy
 
@@ -34,7 +34,7 @@ VOTE_TEMPERATURE = 0.7
 """The sampling temperature of the votes: high enough that samples differ."""
 
 
-def check_reply(task: Task, reply: ParsedReply) -> str | None:
+def check_reply(task: ToolTask, reply: ParsedReply) -> str | None:
     """Why ``reply`` is not a valid answer to ``task`` (None: it is)."""
     if reply.error is not None:
         return reply.error
@@ -78,7 +78,7 @@ class ReAsk:
     def name(self) -> str:
         return f"reask@{self.n}"
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         started = self.clock()
         messages: list[Message] = build_messages(task)
         request = ModelRequest(max_tokens=self.max_tokens, temperature=0.0)
@@ -131,7 +131,7 @@ class Votes:
     def name(self) -> str:
         return f"votes@{self.k}"
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         started = self.clock()
         messages = build_messages(task)
         replies: list[ParsedReply] = []

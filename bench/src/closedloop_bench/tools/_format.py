@@ -36,7 +36,7 @@ A stateful task (``multi_turn``) names a toy environment (``env``: ``todo``, ``l
 values that the listed top-level keys of the environment's state must hold once the
 calls have run. Its ``tools`` must be functions of that environment.
 
-``load_tasks(path)`` raises :class:`TaskFileError` naming the line, the field and why.
+``load_tool_tasks(path)`` raises :class:`TaskFileError` naming the line, the field and why.
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ __all__ = [
     "Expected",
     "ExpectedCall",
     "FunctionDef",
-    "Task",
     "TaskFileError",
     "TaskMessage",
     "ToolSchema",
+    "ToolTask",
     "dump_tasks",
-    "load_tasks",
+    "load_tool_tasks",
     "parse_task",
 ]
 
@@ -213,7 +213,7 @@ class Expected(BaseModel):
         return self
 
 
-class Task(BaseModel):
+class ToolTask(BaseModel):
     """One tool-calling task (see the module docstring for the file format)."""
 
     model_config = _STRICT
@@ -229,7 +229,7 @@ class Task(BaseModel):
     final_state: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> Task:
+    def _consistent(self) -> ToolTask:
         names = [t.function.name for t in self.tools]
         seen: set[str] = set()
         for index, name in enumerate(names):
@@ -319,23 +319,23 @@ def _describe(exc: ValidationError) -> tuple[str, str]:
     return field, message
 
 
-def parse_task(data: object, *, source: str = "<task>", line: int = 1) -> Task:
-    """A :class:`Task` from a decoded JSON value, or a :class:`TaskFileError`."""
+def parse_task(data: object, *, source: str = "<task>", line: int = 1) -> ToolTask:
+    """A :class:`ToolTask` from a decoded JSON value, or a :class:`TaskFileError`."""
     if not isinstance(data, Mapping):
         raise TaskFileError(source, line, "(task)", "each line must be a JSON object")
     try:
-        return Task.model_validate(dict(data))
+        return ToolTask.model_validate(dict(data))
     except ValidationError as exc:
         field, reason = _describe(exc)
         raise TaskFileError(source, line, field, reason) from None
 
 
-def load_tasks(path: str | Path) -> list[Task]:
+def load_tool_tasks(path: str | Path) -> list[ToolTask]:
     """Every task of a JSONL file (blank lines skipped); ids must be unique."""
     file = Path(path)
     if not file.is_file():
         raise ConfigurationError("path", str(path), "is not a task file")
-    tasks: list[Task] = []
+    tasks: list[ToolTask] = []
     ids: dict[str, int] = {}
     with file.open(encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
@@ -357,7 +357,7 @@ def load_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
-def dump_tasks(tasks: Iterable[Task]) -> str:
+def dump_tasks(tasks: Iterable[ToolTask]) -> str:
     """The JSONL text of ``tasks``: one compact line each, keys in a fixed order."""
     lines = [
         json.dumps(t.model_dump(mode="json", exclude_unset=True), ensure_ascii=False) for t in tasks

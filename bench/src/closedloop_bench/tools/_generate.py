@@ -22,7 +22,7 @@ from typing import Any
 
 from ._catalog import CATALOG, Fn
 from ._envs import ENVIRONMENTS
-from ._format import FAMILIES, Task, dump_tasks, parse_task
+from ._format import FAMILIES, ToolTask, dump_tasks, parse_task
 from ._scenarios import ENV_DOMAINS, draw_scenario
 from ._score import Call
 
@@ -232,10 +232,10 @@ def _key(task: dict[str, Any]) -> str:
     return f"{texts}#{names}"
 
 
-def generate_tasks(counts: dict[str, int] | None = None) -> dict[str, list[Task]]:
+def generate_tasks(counts: dict[str, int] | None = None) -> dict[str, list[ToolTask]]:
     """The dev and eval sets, ``counts[split]`` tasks per family (``DEFAULT_COUNTS``)."""
     wanted = dict(DEFAULT_COUNTS if counts is None else counts)
-    out: dict[str, list[Task]] = {split: [] for split in wanted}
+    out: dict[str, list[ToolTask]] = {split: [] for split in wanted}
     for family in FAMILIES:
         rng = random.Random(f"{_BASE}:{family}")
         seen: set[str] = set()
@@ -263,7 +263,7 @@ def generate_tasks(counts: dict[str, int] | None = None) -> dict[str, list[Task]
     return out
 
 
-def generate_split(split: str) -> list[Task]:
+def generate_split(split: str) -> list[ToolTask]:
     """One generated split (``dev`` or ``eval``) with the default counts."""
     if split not in DEFAULT_COUNTS:
         raise ValueError(f"split={split!r}: must be one of {', '.join(DEFAULT_COUNTS)}")

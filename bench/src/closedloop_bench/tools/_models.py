@@ -20,15 +20,15 @@ from typing import Any
 from closedloop import ConfigurationError
 from closedloop.models import CallInfo, FunctionModel, Message, Model, load_model, parse_model_spec
 
-from ._format import Task
+from ._format import ToolTask
 from ._oracle import ideal_reply, oracle_calls
 
-__all__ = ["TEST_MODELS", "ModelProvider", "resolve_models"]
+__all__ = ["TOOL_TEST_MODELS", "ModelProvider", "resolve_models"]
 
 _NO_CALL = json.dumps({"no_call": "I cannot help with that"})
 _PROSE = "Sure! I would call the right function for you with the details you gave."
 
-_TEST_ANSWERS: dict[str, Callable[[Task], str]] = {
+_TEST_ANSWERS: dict[str, Callable[[ToolTask], str]] = {
     "test:oracle": ideal_reply,
     "test:no-call": lambda task: _NO_CALL,
     "test:prose": lambda task: _PROSE,
@@ -43,7 +43,7 @@ _STEP_FINALS: dict[str, str] = {
 }
 
 
-def _stepwise(spec: str, task: Task) -> Callable[[Sequence[Message], CallInfo], str]:
+def _stepwise(spec: str, task: ToolTask) -> Callable[[Sequence[Message], CallInfo], str]:
     """The test model ``spec`` on ``task``: whole answers to the shared prompt, one action
     a reply to an agent's."""
     whole = _TEST_ANSWERS[spec](task)
@@ -68,7 +68,7 @@ def _stepwise(spec: str, task: Task) -> Callable[[Sequence[Message], CallInfo], 
     return answer
 
 
-TEST_MODELS = tuple(_TEST_ANSWERS)
+TOOL_TEST_MODELS = tuple(_TEST_ANSWERS)
 """The deterministic model specs the tool-calling benchmark knows."""
 
 
@@ -84,7 +84,7 @@ class ModelProvider:
     def deterministic(self) -> bool:
         return self.spec in _TEST_ANSWERS
 
-    def for_task(self, task: Task) -> Model:
+    def for_task(self, task: ToolTask) -> Model:
         """The model that answers ``task``."""
         if self.spec in _TEST_ANSWERS:
             return FunctionModel(_stepwise(self.spec, task), name=self.spec)
@@ -110,7 +110,9 @@ def resolve_models(
         spec = spec.strip()
         if spec.startswith("test:"):
             if spec not in _TEST_ANSWERS:
-                raise ConfigurationError("models", spec, f"test models: {', '.join(TEST_MODELS)}")
+                raise ConfigurationError(
+                    "models", spec, f"test models: {', '.join(TOOL_TEST_MODELS)}"
+                )
         else:
             parse_model_spec(spec)
         providers.append(ModelProvider(spec, options=dict(options or {})))

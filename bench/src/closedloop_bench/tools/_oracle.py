@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._format import ArgRule, Task
+from ._format import ArgRule, ToolTask
 from ._score import Call
 
 __all__ = ["ideal_reply", "oracle_calls"]
@@ -42,7 +42,7 @@ def _value(rule: ArgRule, schema: dict[str, Any]) -> Any:
     return _PLACEHOLDER.get(str(schema.get("type")), "x")
 
 
-def oracle_calls(task: Task) -> list[Call]:
+def oracle_calls(task: ToolTask) -> list[Call]:
     """The calls that solve ``task`` (none for a no-call task), in the expected order."""
     if task.expected.no_call:
         return []
@@ -59,7 +59,7 @@ def oracle_calls(task: Task) -> list[Call]:
     return calls
 
 
-def ideal_reply(task: Task) -> str:
+def ideal_reply(task: ToolTask) -> str:
     """The oracle's answer as the reply text the shared prompt asks for."""
     calls = oracle_calls(task)
     if not calls:

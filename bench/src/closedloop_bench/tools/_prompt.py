@@ -22,7 +22,7 @@ from typing import Any
 
 from closedloop.models import Message, extract_json
 
-from ._format import Task
+from ._format import ToolTask
 from ._score import Call
 
 __all__ = [
@@ -64,7 +64,7 @@ and give a final answer with a short reason."""
 _TAIL = "Use only the functions and the arguments listed above, with values taken from the request."
 
 
-def _listing(task: Task) -> str:
+def _listing(task: ToolTask) -> str:
     functions = [
         {"name": f.name, "description": f.description, "parameters": f.parameters}
         for f in task.functions.values()
@@ -72,19 +72,19 @@ def _listing(task: Task) -> str:
     return "\n".join(json.dumps(f, ensure_ascii=False) for f in functions)
 
 
-def system_prompt(task: Task) -> str:
+def system_prompt(task: ToolTask) -> str:
     """The system prompt for ``task``: its functions and the answer forms."""
     return f"{_HEAD.format(functions=_listing(task))}\n\n{_FORMS}\n{_TAIL}"
 
 
-def agent_instructions(task: Task) -> str:
+def agent_instructions(task: ToolTask) -> str:
     """The shared prompt as an agent's instructions: the same functions and rules, with the
     one-answer forms replaced by the step-by-step ones (an agent makes one call a reply and
     answers in its own reply format)."""
     return f"{_HEAD.format(functions=_listing(task))}\n\n{_STEP_FORMS}\n{_TAIL}"
 
 
-def task_request(task: Task) -> str:
+def task_request(task: ToolTask) -> str:
     """The task's own messages as one prompt: the user's words as they are; earlier turns
     of a conversation each on a line headed by their role."""
     if len(task.messages) == 1:
@@ -92,7 +92,7 @@ def task_request(task: Task) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in task.messages)
 
 
-def build_messages(task: Task) -> list[Message]:
+def build_messages(task: ToolTask) -> list[Message]:
     """The messages every strategy sends for ``task``."""
     return [
         Message(role="system", content=system_prompt(task)),
@@ -129,7 +129,7 @@ def _bounded(schema: Any) -> Any:
     return out
 
 
-def strict_schema(task: Task) -> dict[str, Any]:
+def strict_schema(task: ToolTask) -> dict[str, Any]:
     """The response schema of the strict strategy for ``task`` (see the module docstring)."""
     alternatives = [
         {

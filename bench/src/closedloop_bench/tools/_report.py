@@ -20,7 +20,7 @@ from typing import Any
 
 from closedloop_bench.benchmarks import wilson_interval
 
-from ._format import FAMILIES, Task
+from ._format import FAMILIES, ToolTask
 from ._score import TaskScore
 from ._strategies import Attempt
 
@@ -65,7 +65,7 @@ class TaskResult:
 
     @classmethod
     def of(
-        cls, task: Task, strategy: str, model: str, attempt: Attempt, verdict: TaskScore
+        cls, task: ToolTask, strategy: str, model: str, attempt: Attempt, verdict: TaskScore
     ) -> TaskResult:
         return cls(
             task_id=task.id,

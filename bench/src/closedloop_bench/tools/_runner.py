@@ -18,11 +18,11 @@ from typing import Any
 from closedloop import ConfigurationError
 from closedloop.models import MeteredModel, Model
 
-from ._format import Task
+from ._format import ToolTask
 from ._models import ModelProvider, resolve_models
 from ._report import TaskResult, ToolsReport, summarise
 from ._score import replay, score
-from ._strategies import Attempt, Strategy, get_strategy
+from ._strategies import Attempt, ToolStrategy, get_tool_strategy
 
 __all__ = ["RUNS_ON", "ToolsConfig", "run_tools_bench"]
 
@@ -43,17 +43,17 @@ class ToolsConfig:
     """
 
     models: Sequence[str | Model] = ("test:oracle",)
-    strategies: Sequence[str | Strategy] = ("open_loop", "strict")
+    strategies: Sequence[str | ToolStrategy] = ("open_loop", "strict")
     source: str = "tasks"
     progress: bool = False
     model_options: Mapping[str, Any] = field(default_factory=dict)
     budget_s: float | None = None
 
 
-def _strategies(items: Sequence[str | Strategy]) -> list[Strategy]:
+def _strategies(items: Sequence[str | ToolStrategy]) -> list[ToolStrategy]:
     if isinstance(items, str) or not items:
         raise ConfigurationError("strategies", items, "must list at least one strategy")
-    out = [get_strategy(s) if isinstance(s, str) else s for s in items]
+    out = [get_tool_strategy(s) if isinstance(s, str) else s for s in items]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise ConfigurationError("strategies", names, "names must be unique")
@@ -61,7 +61,7 @@ def _strategies(items: Sequence[str | Strategy]) -> list[Strategy]:
 
 
 async def run_tools_bench(
-    tasks: Sequence[Task],
+    tasks: Sequence[ToolTask],
     config: ToolsConfig = ToolsConfig(),
     *,
     clock: Callable[[], float] = time.perf_counter,
@@ -122,7 +122,7 @@ async def run_tools_bench(
     )
 
 
-def _runs_on(strategy: Strategy) -> str:
+def _runs_on(strategy: ToolStrategy) -> str:
     runs_on = getattr(strategy, "runs_on", "each")
     if runs_on not in RUNS_ON:
         raise ConfigurationError(
@@ -140,7 +140,7 @@ def _ladder_label(providers: Sequence[ModelProvider]) -> str:
 
 
 async def _attempt(
-    strategy: Strategy, task: Task, models: Sequence[Model], clock: Callable[[], float]
+    strategy: ToolStrategy, task: ToolTask, models: Sequence[Model], clock: Callable[[], float]
 ) -> Attempt:
     # Every call the strategy makes goes through a meter, so an agent-based strategy need
     # not count its own calls and tokens: what the meters saw is what the task cost.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._envs import ENVIRONMENTS, CallResult, states_match
-from ._format import ArgRule, ExpectedCall, Task
+from ._format import ArgRule, ExpectedCall, ToolTask
 
 __all__ = ["Call", "TaskScore", "arguments_match", "replay", "rule_matches", "score"]
 
@@ -157,7 +157,7 @@ def _match_sequence(expected: Sequence[ExpectedCall], calls: Sequence[Call]) -> 
     return matched
 
 
-def replay(task: Task, calls: Sequence[Call]) -> tuple[dict[str, Any] | None, list[CallResult]]:
+def replay(task: ToolTask, calls: Sequence[Call]) -> tuple[dict[str, Any] | None, list[CallResult]]:
     """Run ``calls`` in order against a fresh copy of the task's environment: its final
     state and each call's result (``None`` and no results for a stateless task)."""
     if task.env is None:
@@ -168,7 +168,7 @@ def replay(task: Task, calls: Sequence[Call]) -> tuple[dict[str, Any] | None, li
 
 
 def score(
-    task: Task,
+    task: ToolTask,
     calls: Sequence[Call],
     final_text: str = "",
     env_state: Mapping[str, Any] | None = None,

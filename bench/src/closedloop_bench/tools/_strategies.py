@@ -31,7 +31,7 @@ from closedloop import ConfigurationError
 from closedloop.models import Completion, Model, ModelRequest
 
 from ._envs import ENVIRONMENTS, CallResult, Environment
-from ._format import Task
+from ._format import ToolTask
 from ._prompt import build_messages, parse_reply, reply_from_value, strict_schema
 from ._score import Call
 
@@ -39,10 +39,10 @@ __all__ = [
     "AGENT_STRATEGY_NAMES",
     "Attempt",
     "OpenLoop",
-    "Strategy",
     "Strict",
     "TaskTools",
-    "get_strategy",
+    "ToolStrategy",
+    "get_tool_strategy",
     "register_family",
     "register_strategy",
     "strategy_names",
@@ -74,7 +74,7 @@ class Attempt:
 
 
 @runtime_checkable
-class Strategy(Protocol):
+class ToolStrategy(Protocol):
     """How an answer is obtained: see the module docstring."""
 
     @property
@@ -83,7 +83,7 @@ class Strategy(Protocol):
     @property
     def fixed(self) -> bool: ...
 
-    async def solve(self, task: Task, model: Model) -> Attempt: ...
+    async def solve(self, task: ToolTask, model: Model) -> Attempt: ...
 
 
 class TaskTools:
@@ -92,7 +92,7 @@ class TaskTools:
     of the call (each call's answer differs, as a real tool's would, so an agent does not
     read several calls in a row as "no new information")."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: ToolTask) -> None:
         self.task = task
         self.env: Environment | None = (
             None if task.env is None else ENVIRONMENTS[task.env](task.initial_state)
@@ -132,7 +132,7 @@ class OpenLoop:
     name: str = "open_loop"
     fixed: bool = True
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         started = self.clock()
         completion = await model.complete(
             build_messages(task), ModelRequest(max_tokens=self.max_tokens, temperature=0.0)
@@ -160,7 +160,7 @@ class Strict:
     fixed: bool = True
     runs_on: str = "each"
 
-    async def solve(self, task: Task, model: Model) -> Attempt:
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
         started = self.clock()
         request = ModelRequest(
             max_tokens=self.max_tokens, temperature=0.0, response_schema=strict_schema(task)
@@ -186,8 +186,8 @@ class Strict:
         )
 
 
-StrategyFactory = Callable[[], Strategy]
-FamilyFactory = Callable[[int], Strategy]
+StrategyFactory = Callable[[], ToolStrategy]
+FamilyFactory = Callable[[int], ToolStrategy]
 
 _REGISTRY: dict[str, StrategyFactory] = {"open_loop": OpenLoop, "strict": Strict}
 _FAMILIES: dict[str, FamilyFactory] = {}
@@ -203,7 +203,7 @@ def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = Fa
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigurationError("name", name, "must be an identifier")
     if not callable(factory):
-        raise ConfigurationError("factory", factory, "must build a Strategy when called")
+        raise ConfigurationError("factory", factory, "must build a ToolStrategy when called")
     if name in _REGISTRY and not replace:
         raise ConfigurationError("name", name, "is registered already (pass replace=True)")
     _REGISTRY[name] = factory
@@ -215,7 +215,7 @@ def register_family(name: str, factory: FamilyFactory, *, replace: bool = False)
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigurationError("name", name, "must be an identifier")
     if not callable(factory):
-        raise ConfigurationError("factory", factory, "must build a Strategy from a count")
+        raise ConfigurationError("factory", factory, "must build a ToolStrategy from a count")
     if name in _FAMILIES and not replace:
         raise ConfigurationError("name", name, "is registered already (pass replace=True)")
     _FAMILIES[name] = factory
@@ -230,7 +230,7 @@ def _runnable() -> str:
     return ", ".join(strategy_names())
 
 
-def get_strategy(name: str) -> Strategy:
+def get_tool_strategy(name: str) -> ToolStrategy:
     """A fresh strategy by name (``name@N`` for a family)."""
     base, at, count = name.partition("@")
     if at:
@@ -256,6 +256,6 @@ def get_strategy(name: str) -> Strategy:
                 )
             raise ConfigurationError("strategy", name, f"unknown; runnable: {_runnable()}")
         strategy = factory()
-    if not isinstance(strategy, Strategy):
-        raise ConfigurationError("strategy", name, "its factory did not build a Strategy")
+    if not isinstance(strategy, ToolStrategy):
+        raise ConfigurationError("strategy", name, "its factory did not build a ToolStrategy")
     return strategy

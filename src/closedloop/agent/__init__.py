@@ -43,6 +43,7 @@ from ._records import (
     RunError,
     RunResult,
     RunUsageSummary,
+    RungUsage,
     StepRecord,
 )
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer
@@ -101,6 +102,7 @@ __all__ = [
     "RunLimits",
     "RunResult",
     "RunUsageSummary",
+    "RungUsage",
     "Runtime",
     "StepRecord",
     "StopAll",

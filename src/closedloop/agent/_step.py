@@ -51,7 +51,7 @@ from ._actuators import FINAL, Actuators, ControlUpdate, act_key
 from ._handover import freeze
 from ._observe import absorb
 from ._projection import project, summarise_observation
-from ._protocols import agree
+from ._protocols import vote
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._repeats import action_signature, count_repeats
 from ._run import Run
@@ -77,6 +77,7 @@ class ModelReply:
     settings: ActuatorSettings
     halt: HaltReason | None = None
     strict: bool = False
+    disagreement: float = 0.0  # the share of voted samples outside the majority
 
     @property
     def u(self) -> float:
@@ -200,7 +201,7 @@ class Step:
         schema_now = schema(True) if strict else None
         dual = run.control.protocol is Protocol.DUAL_VERIFICATION
         calls, summary = await models.sample(
-            messages, schema=schema_now, tools=native_tools, dual=dual
+            messages, schema=schema_now, tools=native_tools, dual=dual, settings=settings
         )
         halts = [c.halt for c in calls if c.halt is not None]
         if halts:
@@ -213,12 +214,11 @@ class Step:
             for c in calls
             if c.completion is not None
         ]
-        proposal = proposals[0]
-        if len(proposals) == 2:
-            proposal, note = agree(proposals[0], proposals[1])
-            if note not in proposal.notes:
-                proposal = replace(proposal, notes=(*proposal.notes, note))
-        return ModelReply(proposal, summary, settings, None, strict)
+        voted = vote(proposals)
+        proposal = voted.proposal
+        if voted.note and voted.note not in proposal.notes:
+            proposal = replace(proposal, notes=(*proposal.notes, voted.note))
+        return ModelReply(proposal, summary, settings, None, strict, voted.disagreement)
 
     # --- validate, act, observe, measure -------------------------------------------------
 
@@ -464,7 +464,8 @@ class Step:
         controllers = run.controllers
         actuators = self.actuators
         if outcome.proposal_error is not None:
-            fed = await controllers.update(actuators, outcome.proposing_key, outcome.proposal_error)
+            e_proposal = max(outcome.proposal_error, outcome.reply.disagreement)
+            fed = await controllers.update(actuators, outcome.proposing_key, e_proposal)
             actuators = fed.actuators
         e = min(1.0, max(0.0, outcome.error))
         key = outcome.step_type
@@ -495,7 +496,7 @@ class Step:
         settings = outcome.settings or reply.settings
         actuators = {
             **settings.as_dict(),
-            "model": run.settings.model.name,
+            "model": run.model_io.rung_model(reply.settings).name,
             "tool_calling": "native" if run.settings.native else "json",
             "constrained_decoding": reply.strict,
             "model_u": reply.u,

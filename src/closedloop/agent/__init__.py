@@ -41,9 +41,9 @@ from ._records import (
     AgentResult,
     HaltReason,
     RunError,
+    RungUsage,
     RunResult,
     RunUsageSummary,
-    RungUsage,
     StepRecord,
 )
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer

@@ -39,7 +39,7 @@ from ..execution import (
 from ..models import Completion, Model, ModelLadder, ModelRequest, Rung
 from ..perception import Observation, ObservationStatus
 from ._inflight import Budget, race
-from ._records import ActionCall, HaltReason, RunUsageSummary, RungUsage
+from ._records import ActionCall, HaltReason, RungUsage, RunUsageSummary
 from ._repeats import action_signature
 from ._settings import LoopSettings
 from ._state import TaskState

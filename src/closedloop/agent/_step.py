@@ -497,6 +497,8 @@ class Step:
         actuators = {
             **settings.as_dict(),
             "model": run.model_io.rung_model(reply.settings).name,
+            "model_rung": run.model_io.ladder().index(reply.settings.rung),
+            "model_votes": reply.usage.model_calls,
             "tool_calling": "native" if run.settings.native else "json",
             "constrained_decoding": reply.strict,
             "model_u": reply.u,

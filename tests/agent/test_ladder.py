@@ -10,7 +10,7 @@ from closedloop import ConfigurationError
 from closedloop.agent import ControlConfig, ModelSettings, Runtime
 from closedloop.agent._actions import Proposal
 from closedloop.agent._protocols import vote
-from closedloop.agent._records import ActionCall, RunUsageSummary, RungUsage
+from closedloop.agent._records import ActionCall, RungUsage, RunUsageSummary
 from closedloop.control import ActuatorSchedule, schedule_votes
 from closedloop.models import CallInfo, FunctionModel, Message, ModelLadder, Rung
 

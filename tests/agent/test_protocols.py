@@ -21,7 +21,7 @@ from closedloop.agent._records import ActionCall
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.perception import Observation
 
-from .conftest import call, final, make_agent, prompt_of
+from .conftest import call, final, make_agent
 
 
 def test_intersect_keeps_only_what_both_sides_agree_on() -> None:

@@ -192,6 +192,10 @@ def test_bad_ladders_are_named_before_any_model_call(tmp_path: Any) -> None:
     missing = tmp_path / "absent.gguf"
     with pytest.raises(ConfigurationError, match=r"model\[1\]=.*the rung cannot be loaded"):
         make_agent([first, f"local:{missing}"], [add])
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"not a model")
+    with pytest.raises(ConfigurationError, match=r"model\[1\]=.*is not a GGUF model file"):
+        make_agent([first, f"local:{corrupt}"], [add])
     with pytest.raises(ConfigurationError, match=r"model\[1\]=3"):
         make_agent([first, 3], [add])
     with pytest.raises(ConfigurationError, match=r"model=\[\]"):

@@ -8,7 +8,8 @@ own measured error, not a learned router. Each rung may carry a price (US dollar
 is charged, so the cost per rung can be compared where the models are free to run.
 
 Every rung is resolved and checked when the ladder is built: a spec that does not parse,
-a rung that cannot be built (a model file that is not there), a negative price, all
+a rung that cannot be built (a model file that is not there, or not a GGUF model), a
+negative price, all
 raise :class:`~closedloop.ConfigurationError` naming ``model[i]`` and the value, before
 any model is called.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .._exceptions import ConfigurationError, ModelError
 from ._protocol import Model
@@ -44,17 +46,35 @@ class Rung:
         return self.price * (prompt_tokens + completion_tokens) / 1000.0
 
 
+def _check_file(model: Model, field: str, value: object) -> Model:
+    """A local model whose file is not a GGUF model would fail only at its first call:
+    its four magic bytes are read now, so the ladder is refused before any call."""
+    path = getattr(model, "path", None)
+    if isinstance(path, Path):
+        try:
+            with path.open("rb") as f:
+                magic = f.read(4)
+        except OSError as exc:
+            raise ConfigurationError(field, value, f"the rung cannot be loaded: {exc}") from exc
+        if magic != b"GGUF":
+            raise ConfigurationError(
+                field, value, f"the rung cannot be loaded: {path} is not a GGUF model file"
+            )
+    return model
+
+
 def _resolve(value: object, field: str) -> Model:
     if isinstance(value, Model):
-        return value
+        return _check_file(value, field, value)
     if not isinstance(value, str):
         raise ConfigurationError(field, value, "must be a Model or a model spec string")
     try:
-        return load_model(value)
+        model = load_model(value)
     except ConfigurationError as exc:
         raise ConfigurationError(field, value, exc.reason) from exc
     except ModelError as exc:
         raise ConfigurationError(field, value, f"the rung cannot be loaded: {exc}") from exc
+    return _check_file(model, field, value)
 
 
 def _price(value: object, field: str) -> float | None:

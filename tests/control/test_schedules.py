@@ -153,8 +153,9 @@ def test_actuator_schedule_combines_every_actuator() -> None:
     ("u", "rung", "votes"), [(0.0, 0, 1), (0.49, 0, 1), (0.5, 1, 1), (0.85, 2, 1), (0.95, 2, 3)]
 )
 def test_rung_and_votes_climb_with_u(u: float, rung: int, votes: int) -> None:
-    settings = ActuatorSchedule()(u)
+    settings = ActuatorSchedule(votes=schedule_votes())(u)
     assert (settings.rung, settings.votes) == (rung, votes)
+    assert ActuatorSchedule()(u).votes == 1  # votes are asked for, not on by default
     assert schedule_rung((0.3,))(0.4) == 1 and schedule_rung(())(1.0) == 0
     assert schedule_votes(0.5, 1, 5)(0.6) == 5
 

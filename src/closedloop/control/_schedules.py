@@ -209,7 +209,8 @@ class ActuatorSettings:
 class ActuatorSchedule:
     """One schedule per actuator; ``schedule(u) -> ActuatorSettings``.
 
-    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``.
+    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``. Votes are
+    off by default (one sample at every u); ``votes=schedule_votes()`` turns them on.
     """
 
     feedback_intensity: Callable[[float], FeedbackIntensity] = field(
@@ -220,7 +221,9 @@ class ActuatorSchedule:
     timeout_ms: Callable[[float], float] = field(default_factory=schedule_timeout_ms)
     max_retries: Callable[[float], int] = field(default_factory=schedule_max_retries)
     rung: Callable[[float], int] = field(default_factory=schedule_rung)
-    votes: Callable[[float], int] = field(default_factory=schedule_votes)
+    # One sample by default, as before votes existed: a second sample costs a model call,
+    # so voting at high u is asked for, ``votes=schedule_votes()``.
+    votes: Callable[[float], int] = field(default_factory=lambda: schedule_votes(above=1))
 
     def __call__(self, u: float) -> ActuatorSettings:
         u = _clip_u(u)

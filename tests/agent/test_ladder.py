@@ -111,12 +111,16 @@ def test_the_vote_picks_the_majority_normalised_call() -> None:
 def test_a_vote_never_empties_a_call_and_counts_invalid_samples_against_it() -> None:
     one, other = _tool("book", room="A", day="Fri"), _tool("book", room="B", day="Fri")
     tie = vote([one, other])
-    assert tie.proposal is one and tie.proposal.call is not None
-    assert tie.proposal.call.arguments == {"room": "A", "day": "Fri"}
-    assert tie.disagreement == pytest.approx(0.5) and "no majority" in tie.note
+    assert tie.proposal.kind == "invalid" and tie.proposal.call is None  # asked again
+    assert "no majority" in tie.proposal.errors[0] and "asked again" in tie.note
+    assert tie.disagreement == pytest.approx(0.5)
+    three = vote([one, other, _tool("book", room="C", day="Fri")])
+    assert three.proposal.kind == "invalid" and three.support == 1
     invalid = Proposal("invalid", errors=("not JSON",))
-    assert vote([invalid, other, invalid]).proposal is other
-    assert vote([invalid, other, invalid]).disagreement == pytest.approx(2 / 3)
+    assert vote([invalid, other, other]).proposal is other
+    assert vote([invalid, other, other]).disagreement == pytest.approx(1 / 3)
+    outvoted = vote([invalid, other, invalid])  # invalid samples count against the call
+    assert outvoted.proposal.kind == "invalid" and outvoted.disagreement == pytest.approx(2 / 3)
     nothing = vote([invalid, invalid])
     assert nothing.proposal.kind == "invalid" and nothing.disagreement == 1.0
     final_a = Proposal("final", answer="ok", fields={"a": 1})

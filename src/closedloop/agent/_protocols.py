@@ -102,10 +102,10 @@ def proposal_key(proposal: Proposal) -> str:
 def vote(proposals: Sequence[Proposal]) -> Vote:
     """Self-consistency (Wang et al. 2023): the call most samples make.
 
-    Samples that are not a valid action count against every call. A tie goes to the
-    earliest sample among the tied calls (the first is decoded at the agent's own
-    temperature, so a tie runs what a single sample would have run). Only when no sample
-    is valid is the proposal invalid.
+    Samples that are not a valid action count against every call. A call runs only with
+    more than half of the samples behind it; with none (two samples that differ, a tie)
+    the proposal is refused as invalid, so the step asks again rather than run a call
+    the samples dispute, and never runs a call emptied of its disputed arguments.
     """
     if not proposals:
         raise ConfigurationError("proposals", list(proposals), "a vote needs at least one sample")
@@ -129,8 +129,10 @@ def vote(proposals: Sequence[Proposal]) -> Vote:
     else:
         note = (
             f"vote: no majority ({support} of {n} samples agree on the most common call); "
-            "the earliest of the most common calls runs"
+            "nothing runs, the model is asked again"
         )
+        refused = Proposal("invalid", errors=(f"the {n} samples disagreed: {note}",))
+        return Vote(refused, note, disagreement, support, n)
     return Vote(winner, note, disagreement, support, n)
 
 

@@ -23,8 +23,10 @@ from closedloop.control import (
     schedule_linear,
     schedule_max_retries,
     schedule_retry_delay_ms,
+    schedule_rung,
     schedule_strictness,
     schedule_timeout_ms,
+    schedule_votes,
 )
 
 unit = st.floats(min_value=0.0, max_value=1.0)
@@ -138,11 +140,36 @@ def test_actuator_schedule_combines_every_actuator() -> None:
         retry_delay_ms=pytest.approx(425.0),  # type: ignore[arg-type]
         timeout_ms=pytest.approx(850.0),  # type: ignore[arg-type]
         max_retries=1,
+        rung=1,
+        votes=1,
     )
     record = settings.as_dict()
     assert json.loads(json.dumps(record)) == record
     assert record["feedback_intensity"] == "heavy"
     assert type(record["strictness"]) is str
+
+
+@pytest.mark.parametrize(
+    ("u", "rung", "votes"), [(0.0, 0, 1), (0.49, 0, 1), (0.5, 1, 1), (0.85, 2, 1), (0.95, 2, 3)]
+)
+def test_rung_and_votes_climb_with_u(u: float, rung: int, votes: int) -> None:
+    settings = ActuatorSchedule(votes=schedule_votes())(u)
+    assert (settings.rung, settings.votes) == (rung, votes)
+    assert ActuatorSchedule()(u).votes == 1  # votes are asked for, not on by default
+    assert schedule_rung((0.3,))(0.4) == 1 and schedule_rung(())(1.0) == 0
+    assert schedule_votes(0.5, 1, 5)(0.6) == 5
+
+
+def test_a_vote_count_below_one_is_refused_by_name() -> None:
+    with pytest.raises(ConfigurationError, match=r"above=0: a vote count"):
+        schedule_votes(above=0)
+    with pytest.raises(ConfigurationError, match=r"below=-1"):
+        schedule_votes(below=-1)
+    base = ActuatorSchedule()(0.0)
+    with pytest.raises(ConfigurationError, match=r"votes=0"):
+        dataclasses.replace(base, votes=0)
+    with pytest.raises(ConfigurationError, match=r"rung=-1"):
+        dataclasses.replace(base, rung=-1)
 
 
 def test_actuator_schedule_parts_can_be_swapped() -> None:

@@ -22,6 +22,7 @@ from collections.abc import (
     Generator,
     Iterable,
     Mapping,
+    Sequence,
 )
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -30,7 +31,7 @@ from .._exceptions import ConfigurationError
 from ..execution import Confirmation
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
-from ..models import Model, OpenAICompatible, load_model
+from ..models import Model, ModelLadder, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
 from ._halt_error import end_with_error
@@ -103,7 +104,9 @@ def _group(name: str, value: Any, kind: type[G]) -> G:
 class Agent(Generic[OutputT]):
     """A model, its tools and the loop's settings, reusable across tasks.
 
-    ``model`` is a ``Model`` or a spec string (``"local:qwen2.5-coder-0.5b"``). ``tools`` is a
+    ``model`` is a ``Model`` or a spec string (``"local:qwen2.5-coder-0.5b"``), or a model
+    ladder: a list of them, cheapest first, or a ``ModelLadder`` (with prices); each step
+    proposes on the rung its control signal schedules (``ActuatorSettings.rung``). ``tools`` is a
     list (or name → tool map) of callables, ``@tool`` functions, ``AtomicAction``s,
     ``(openai_schema, executor)`` pairs or ``HttpTool``s. ``output_type`` types the
     result's ``output`` (default ``str``; anything pydantic validates, checked when the
@@ -126,7 +129,7 @@ class Agent(Generic[OutputT]):
 
     def __init__(
         self,
-        model: Model | str,
+        model: Model | str | ModelLadder | Sequence[Model | str],
         tools: Iterable[Any] | Mapping[str, Any] = (),
         *,
         output_type: type[OutputT] = str,  # type: ignore[assignment]  # OutputT defaults to str
@@ -154,7 +157,12 @@ class Agent(Generic[OutputT]):
         self.output_type = output_type
         self._output = OutputParser(output_type)
         self._result_type: type[AgentResult[OutputT]] = AgentResult[output_type]  # type: ignore[valid-type]  # a runtime type
-        self.model = _model(model, "model")
+        # A list of models is a ladder (cheapest first): the agent's model is its rung 0.
+        if isinstance(model, Model | str):
+            ladder, self.model = None, _model(model, "model")
+        else:
+            ladder = ModelLadder.of(model)
+            self.model = ladder.rungs[0].model
         self.tools = tools_by_name(tools)
         policy = stop_after_steps(self.limits.max_steps)
         if stop is not None:
@@ -202,6 +210,7 @@ class Agent(Generic[OutputT]):
             wall_clock=rt.wall_clock,
             sleep=rt.sleep,
             read_retry=read_retry,
+            ladder=ladder if ladder is not None and len(ladder) > 1 else None,
         )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).

@@ -32,7 +32,7 @@ from ..execution import (
     Executor,
     OutcomeStatus,
 )
-from ..models import Completion, Model, ModelRequest
+from ..models import Completion, Model, ModelLadder, ModelRequest, Rung
 from ..perception import Observation, ObservationStatus
 from ..policy import (
     PROGRAMMING_ERRORS,
@@ -47,7 +47,7 @@ from ..policy import (
     when,
 )
 from ._inflight import Budget, race
-from ._records import ActionCall, HaltReason, RunUsageSummary
+from ._records import ActionCall, HaltReason, RungUsage, RunUsageSummary
 from ._repeats import action_signature
 from ._settings import LoopSettings
 from ._state import TaskState
@@ -129,11 +129,17 @@ class ModelPort:
         # False once a model could not compile a response schema: decode loosely from
         # then on; the validator still checks every reply.
         self.grammar_ok = True
+        self._single: ModelLadder | None = None
 
-    def _charge(self, completion: Completion, usage: Usage) -> None:
+    def _charge(self, completion: Completion, usage: Usage, price: Rung | None = None) -> None:
         run = self._run
         tokens = completion.usage.total_tokens
-        cost = completion.cost_usd or 0.0
+        u = completion.usage
+        cost = (
+            completion.cost_usd or 0.0
+            if price is None
+            else price.cost(u.prompt_tokens, u.completion_tokens, completion.cost_usd)
+        )
         b = run.state.budget
         b.tokens_used += tokens
         b.cost_used += cost
@@ -157,8 +163,10 @@ class ModelPort:
         seed: int,
         temperature: float,
         max_tokens: int | None = None,
+        price: Rung | None = None,
     ) -> ModelCall:
-        """One model call raced against the watchers."""
+        """One model call raced against the watchers; ``price`` is the ladder rung whose
+        price (where it has one) charges the call."""
         run = self._run
         limit = max_tokens or run.settings.max_tokens
         if run.budget is not None and run.budget.tokens_left is not None:
@@ -189,14 +197,28 @@ class ModelPort:
                 seed=seed,
                 temperature=temperature,
                 max_tokens=max_tokens,
+                price=price,
             )
         except FATAL_MODEL_ERRORS:
             raise
         except ModelError as exc:
             return ModelCall(None, None, f"the model call failed ({type(exc).__name__}: {exc})")
         if completion is not None:
-            self._charge(completion, usage)
+            self._charge(completion, usage, price)
         return ModelCall(completion, halt)
+
+    def ladder(self) -> ModelLadder:
+        """The run's model ladder (a single model is a ladder of one rung)."""
+        cfg = self._run.settings
+        if cfg.ladder is not None:
+            return cfg.ladder
+        if self._single is None or self._single.rungs[0].model is not cfg.model:
+            self._single = ModelLadder((Rung(cfg.model),))
+        return self._single
+
+    def rung_model(self, settings: ActuatorSettings) -> Model:
+        """The model a proposal made under ``settings`` runs on."""
+        return self.ladder().rung(settings.rung).model
 
     async def sample(
         self,
@@ -205,39 +227,59 @@ class ModelPort:
         schema: Mapping[str, Any] | None,
         tools: Sequence[Mapping[str, Any]] | None,
         dual: bool,
+        settings: ActuatorSettings | None = None,
     ) -> tuple[list[ModelCall], RunUsageSummary]:
-        """The proposal's calls: the agent's model, and under dual verification a second,
-        independent sample (the verifier, or the same model hotter) at the same time."""
+        """The proposal's calls, on the ladder's rung ``settings.rung`` (the cheapest by
+        default): one sample at the agent's temperature, and ``settings.votes - 1`` more
+        at the dual temperature (at least one more under dual verification, from the
+        verifier where there is one), all at the same time. The usage is split by rung."""
         cfg = self._run.settings
+        ladder = self.ladder()
+        index = 0 if settings is None else ladder.index(settings.rung)
+        rung = ladder.rungs[index]
+        k = max(2 if dual else 1, 1 if settings is None else settings.votes)
         usage = new_usage()
         seed = cfg.seed + self._run.state.step
-        first = self.complete(
-            cfg.model,
-            messages,
-            usage,
-            schema=schema,
-            tools=tools,
-            seed=seed,
-            temperature=cfg.temperature,
-        )
-        if dual:
-            second = self.complete(
-                cfg.verifier or cfg.model,
-                messages,
-                usage,
-                schema=schema,
-                tools=tools,
-                seed=seed + 7919,
-                temperature=cfg.dual_temperature,
+        plans = [(rung.model, seed, cfg.temperature)]
+        for i in range(1, k):
+            model = cfg.verifier if (dual and i == 1 and cfg.verifier is not None) else rung.model
+            plans.append((model, seed + 7919 * i, cfg.dual_temperature))
+        clock = cfg.clock
+        started = clock()
+        calls = list(
+            await asyncio.gather(
+                *(
+                    self.complete(
+                        model,
+                        messages,
+                        usage,
+                        schema=schema,
+                        tools=tools,
+                        seed=s,
+                        temperature=t,
+                        price=rung,
+                    )
+                    for model, s, t in plans
+                )
             )
-            calls = list(await asyncio.gather(first, second))
-        else:
-            calls = [await first]
+        )
+        seconds = max(0.0, clock() - started)
+        calls_made = int(usage["model_calls"])
+        spent = RungUsage(
+            rung=index,
+            model=rung.name,
+            model_calls=calls_made,
+            prompt_tokens=int(usage["prompt_tokens"]),
+            completion_tokens=int(usage["completion_tokens"]),
+            seconds=seconds,
+            cost=usage["cost"],
+        )
         summary = RunUsageSummary(
-            model_calls=int(usage["model_calls"]),
+            model_calls=calls_made,
             prompt_tokens=int(usage["prompt_tokens"]),
             completion_tokens=int(usage["completion_tokens"]),
             cost=usage["cost"],
+            rungs=[spent],
         )
         return calls, summary
 

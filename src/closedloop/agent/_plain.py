@@ -27,7 +27,7 @@ _RISK = {
 }
 
 _ACTION = {
-    Protocol.DUAL_VERIFICATION: "double-checked the proposal (asked twice, kept what agreed)",
+    Protocol.DUAL_VERIFICATION: "double-checked the proposal (asked again, ran the call most samples made)",
     Protocol.DIMENSION_REDUCTION: "narrowed the scope to the essential tools",
     Protocol.MANUAL_HANDOVER: "stopped and handed the task to a person",
 }

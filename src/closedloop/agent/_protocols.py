@@ -1,8 +1,9 @@
-"""The defence protocols' mechanics: agreement of two samples, audits, past successes.
+"""The defence protocols' mechanics: a vote over samples, audits, past successes.
 
-``DUAL_VERIFICATION`` keeps only what two independent samples agree on; disagreement
-drops the field, so the validator or the completion predicate refuses what is left
-unsure. ``MANUAL_HANDOVER`` needs an audit a person can act on: what was observed, which
+``DUAL_VERIFICATION`` (and a high control signal, through the ``votes`` actuator) draws
+several independent samples of the step's action and runs the call most of them make
+(self-consistency, Wang et al. 2023); the share that disagrees is a measured error of
+the proposal. ``MANUAL_HANDOVER`` needs an audit a person can act on: what was observed, which
 checks failed (the trace module's ``build_audit``), and a suggested fix drawn from the
 nearest past success of the same step type, kept here in a small store namespace.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import ConfigurationError
@@ -19,9 +21,8 @@ from ..execution import canonical_json, normalise
 from ..feedback import StateStore
 from ..perception import error_similarity
 from ._actions import Proposal
-from ._records import ActionCall
 
-__all__ = ["SuccessMemory", "agree", "intersect", "same_value"]
+__all__ = ["SuccessMemory", "Vote", "intersect", "proposal_key", "same_value", "vote"]
 
 _MISSING = object()
 
@@ -66,58 +67,73 @@ def intersect(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[dict[str, Any
     return kept, dropped
 
 
-def agree(first: Proposal, second: Proposal) -> tuple[Proposal, str]:
-    """The proposal both samples support, and a note saying what was dropped."""
-    if first.kind == "invalid" or second.kind == "invalid":
-        bad = first if first.kind == "invalid" else second
-        return bad, "dual verification: one sample was not a valid action"
-    if first.kind != second.kind:
-        return (
-            Proposal(
-                "invalid",
-                errors=(
-                    f"dual verification: the samples disagreed ({first.kind} vs {second.kind}); "
-                    "nothing was agreed",
-                ),
-            ),
-            "dual verification: the two samples proposed different kinds of action",
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """The outcome of a vote over a step's samples.
+
+    ``proposal`` is the majority's (never an empty stand-in: it is one sample's own
+    proposal), ``disagreement`` the share of samples outside the majority, in [0, 1]
+    (a measured error of the proposal), ``support`` how many samples made the majority
+    call out of ``samples``.
+    """
+
+    proposal: Proposal
+    note: str
+    disagreement: float
+    support: int
+    samples: int
+
+
+def proposal_key(proposal: Proposal) -> str:
+    """The normalised call a proposal makes, for voting: its kind and what it does, up to
+    key order, whitespace, case and ``3`` versus ``3.0``."""
+    if proposal.kind == "tool":
+        assert proposal.call is not None
+        what: Any = [proposal.call.tool, proposal.call.arguments]
+    elif proposal.kind == "final":
+        what = [proposal.answer or "", dict(proposal.fields)]
+    elif proposal.kind == "plan":
+        what = list(proposal.plan)
+    else:
+        what = None
+    return json.dumps([proposal.kind, _norm(what)], sort_keys=True, default=repr)
+
+
+def vote(proposals: Sequence[Proposal]) -> Vote:
+    """Self-consistency (Wang et al. 2023): the call most samples make.
+
+    Samples that are not a valid action count against every call. A call runs only with
+    more than half of the samples behind it; with none (two samples that differ, a tie)
+    the proposal is refused as invalid, so the step asks again rather than run a call
+    the samples dispute, and never runs a call emptied of its disputed arguments.
+    """
+    if not proposals:
+        raise ConfigurationError("proposals", list(proposals), "a vote needs at least one sample")
+    n = len(proposals)
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(proposals):
+        if p.kind != "invalid":
+            groups.setdefault(proposal_key(p), []).append(i)
+    if not groups:
+        return Vote(proposals[0], f"vote: none of the {n} samples was a valid action", 1.0, 0, n)
+    best = max(groups.values(), key=lambda idx: (len(idx), -idx[0]))
+    support = len(best)
+    winner = proposals[best[0]]
+    disagreement = 1.0 - support / n
+    if n == 1:
+        return Vote(winner, "", 0.0, 1, 1)
+    if support == n:
+        note = f"vote: all {n} samples agree"
+    elif support * 2 > n:
+        note = f"vote: {support} of {n} samples agree; the majority call runs"
+    else:
+        note = (
+            f"vote: no majority ({support} of {n} samples agree on the most common call); "
+            "nothing runs, the model is asked again"
         )
-    if first.kind == "tool":
-        assert first.call is not None and second.call is not None
-        if first.call.tool != second.call.tool:
-            return (
-                Proposal(
-                    "invalid",
-                    errors=(
-                        f"dual verification: the samples called different tools "
-                        f"({first.call.tool} vs {second.call.tool}); nothing was agreed",
-                    ),
-                ),
-                "dual verification: the samples chose different tools",
-            )
-        arguments, dropped = intersect(first.call.arguments, second.call.arguments)
-        call = ActionCall(tool=first.call.tool, arguments=arguments)
-        note = _dropped_note("arguments", dropped)
-        return Proposal("tool", call=call, notes=(*first.notes, note)), note
-    if first.kind == "final":
-        fields, dropped = intersect(first.fields, second.fields)
-        note = _dropped_note("fields", dropped)
-        return Proposal("final", answer=first.answer, fields=fields, notes=(note,)), note
-    if same_value(list(first.plan), list(second.plan)):
-        return first, "dual verification: the two plans agree"
-    return (
-        Proposal("invalid", errors=("dual verification: the two samples planned differently",)),
-        "dual verification: the two plans differ",
-    )
-
-
-def _dropped_note(what: str, dropped: Sequence[str]) -> str:
-    if not dropped:
-        return f"dual verification: the two samples agree on every {what[:-1]}"
-    return (
-        f"dual verification: the two samples disagreed on {what} {', '.join(dropped)}; "
-        "only agreed values were kept"
-    )
+        refused = Proposal("invalid", errors=(f"the {n} samples disagreed: {note}",))
+        return Vote(refused, note, disagreement, support, n)
+    return Vote(winner, note, disagreement, support, n)
 
 
 class SuccessMemory:

@@ -8,6 +8,7 @@ replayed and plotted from its trace alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Generic, Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "RunError",
     "RunResult",
     "RunUsageSummary",
+    "RungUsage",
     "StepRecord",
 ]
 
@@ -53,13 +55,62 @@ class ActionCall(_Frozen):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class RungUsage(_Frozen):
+    """What the proposals cost on one rung of a model ladder (a single model is rung 0):
+    calls, tokens in and out, seconds spent waiting for the model, and dollars (the
+    rung's price where it has one, else the model's own)."""
+
+    rung: int = Field(ge=0)
+    model: str
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    cost: float = 0.0
+
+    def __add__(self, other: RungUsage) -> RungUsage:
+        return RungUsage(
+            rung=self.rung,
+            model=self.model,
+            model_calls=self.model_calls + other.model_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            seconds=self.seconds + other.seconds,
+            cost=self.cost + other.cost,
+        )
+
+
 class RunUsageSummary(_Frozen):
-    """Model usage attributed to a step or a run."""
+    """Model usage attributed to a step or a run; ``rungs`` splits the proposals' share
+    of it by rung of the model ladder, cheapest first."""
 
     model_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    rungs: list[RungUsage] = Field(default_factory=list)
+
+    @classmethod
+    def total(cls, parts: Iterable[RunUsageSummary]) -> RunUsageSummary:
+        """The sum of ``parts``, rung by rung."""
+        calls = prompt = completion = 0
+        cost = 0.0
+        rungs: dict[tuple[int, str], RungUsage] = {}
+        for part in parts:
+            calls += part.model_calls
+            prompt += part.prompt_tokens
+            completion += part.completion_tokens
+            cost += part.cost
+            for r in part.rungs:
+                key = (r.rung, r.model)
+                rungs[key] = rungs[key] + r if key in rungs else r
+        return cls(
+            model_calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost,
+            rungs=[rungs[k] for k in sorted(rungs)],
+        )
 
 
 class StepRecord(_Frozen):

@@ -254,12 +254,7 @@ class Run:
             if self.deferred is not None:
                 await self.deferred.flush()
         b = state.budget
-        run_usage = RunUsageSummary(
-            model_calls=sum(r.usage.model_calls for r in self.records),
-            prompt_tokens=sum(r.usage.prompt_tokens for r in self.records),
-            completion_tokens=sum(r.usage.completion_tokens for r in self.records),
-            cost=sum(r.usage.cost for r in self.records),
-        )
+        run_usage = RunUsageSummary.total(r.usage for r in self.records)
         result = RunResult(
             run_id=state.run_id,
             task_id=state.task_id,

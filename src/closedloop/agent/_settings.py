@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models import Model
+from ..models import Model, ModelLadder
 from ._control import ControlConfig
 from ._projection import ProjectionOptions
 from ._reads import ReadRetry
@@ -52,3 +52,4 @@ class LoopSettings:
     wall_clock: Callable[[], float]
     sleep: Sleep
     read_retry: ReadRetry = field(default_factory=ReadRetry)
+    ladder: ModelLadder | None = None  # the model ladder; ``model`` is its cheapest rung

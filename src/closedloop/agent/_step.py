@@ -63,7 +63,7 @@ from ._actuators import FINAL, Actuators, ControlUpdate, act_key
 from ._handover import freeze
 from ._observe import absorb
 from ._projection import project, summarise_observation
-from ._protocols import agree
+from ._protocols import vote
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._repeats import action_signature, count_repeats
 from ._run import Run
@@ -101,6 +101,7 @@ class ModelReply:
     strict: bool = False
     level: str = "loose"
     reasks: int = 0
+    disagreement: float = 0.0  # the share of voted samples outside the majority
 
     @property
     def u(self) -> float:
@@ -344,7 +345,7 @@ class Step:
         run, cfg = self.run, self.run.settings
         dual = run.control.protocol is Protocol.DUAL_VERIFICATION
         calls, summary = await run.model_io.sample(
-            messages, schema=schema, tools=native_tools, dual=dual
+            messages, schema=schema, tools=native_tools, dual=dual, settings=settings
         )
         text = next((c.completion.text for c in calls if c.completion is not None), "")
         halts = [c.halt for c in calls if c.halt is not None]
@@ -359,12 +360,12 @@ class Step:
             for c in calls
             if c.completion is not None
         ]
-        proposal = proposals[0]
-        if len(proposals) == 2:
-            proposal, note = agree(proposals[0], proposals[1])
-            if note not in proposal.notes:
-                proposal = replace(proposal, notes=(*proposal.notes, note))
-        return ModelReply(proposal, summary, settings, None, strict), text
+        voted = vote(proposals)
+        proposal = voted.proposal
+        if voted.note and voted.note not in proposal.notes:
+            proposal = replace(proposal, notes=(*proposal.notes, voted.note))
+        reply = ModelReply(proposal, summary, settings, None, strict)
+        return replace(reply, disagreement=voted.disagreement), text
 
     # --- validate, act, observe, measure -------------------------------------------------
 
@@ -655,7 +656,8 @@ class Step:
         controllers = run.controllers
         actuators = self.actuators
         if outcome.proposal_error is not None:
-            fed = await controllers.update(actuators, outcome.proposing_key, outcome.proposal_error)
+            e_proposal = max(outcome.proposal_error, outcome.reply.disagreement)
+            fed = await controllers.update(actuators, outcome.proposing_key, e_proposal)
             actuators = fed.actuators
         e = min(1.0, max(0.0, outcome.error))
         key = outcome.step_type
@@ -686,7 +688,9 @@ class Step:
         settings = outcome.settings or reply.settings
         actuators = {
             **settings.as_dict(),
-            "model": run.settings.model.name,
+            "model": run.model_io.rung_model(reply.settings).name,
+            "model_rung": run.model_io.ladder().index(reply.settings.rung),
+            "model_votes": reply.usage.model_calls,
             "tool_calling": "native" if run.settings.native else "json",
             "constrained_decoding": reply.strict,
             "strictness_used": reply.level,

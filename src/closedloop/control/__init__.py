@@ -35,8 +35,10 @@ from ._schedules import (
     schedule_linear,
     schedule_max_retries,
     schedule_retry_delay_ms,
+    schedule_rung,
     schedule_strictness,
     schedule_timeout_ms,
+    schedule_votes,
 )
 
 # --- adaptive gains: gain scheduling by task family ---
@@ -91,8 +93,10 @@ __all__ = [
     "schedule_linear",
     "schedule_max_retries",
     "schedule_retry_delay_ms",
+    "schedule_rung",
     "schedule_strictness",
     "schedule_timeout_ms",
+    "schedule_votes",
     "select_protocol",
     "step_metrics",
     "tune_gains",

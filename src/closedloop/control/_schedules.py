@@ -33,8 +33,10 @@ __all__ = [
     "schedule_linear",
     "schedule_max_retries",
     "schedule_retry_delay_ms",
+    "schedule_rung",
     "schedule_strictness",
     "schedule_timeout_ms",
+    "schedule_votes",
 ]
 
 T = TypeVar("T")
@@ -175,9 +177,33 @@ def schedule_max_retries(
     return ScheduleLevels((below, above), (threshold,))
 
 
+def schedule_rung(thresholds: Sequence[float] = (0.5, 0.8)) -> ScheduleLevels[int]:
+    """The rung of a model ladder: 0 (the cheapest) below 0.5, 1 below 0.8, 2 from 0.8.
+
+    One rung more than thresholds; a ladder with fewer rungs stops at its strongest, so
+    a single model is rung 0 whatever ``u`` says. A cascade (Chen et al. 2023) climbed by
+    the measured error: up when it is high, back down when the error is calm.
+    """
+    ts = tuple(thresholds)
+    return ScheduleLevels(tuple(range(len(ts) + 1)), ts)
+
+
+def schedule_votes(threshold: float = 0.9, below: int = 1, above: int = 3) -> ScheduleLevels[int]:
+    """Samples voted on per proposal (self-consistency, Wang et al. 2023): ``below`` under
+    ``threshold``, ``above`` from it (by default 1, then 3). Each count is at least 1."""
+    for name, value in (("below", below), ("above", above)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(name, value, "a vote count must be an integer of at least 1")
+    return ScheduleLevels((below, above), (threshold,))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActuatorSettings:
-    """What one step of the loop should do, derived from one control signal ``u``."""
+    """What one step of the loop should do, derived from one control signal ``u``.
+
+    ``rung`` is the model ladder's rung the step's proposal runs on (0 the cheapest,
+    clipped to the ladder's top) and ``votes`` the number of samples it votes on.
+    """
 
     u: float
     feedback_intensity: FeedbackIntensity
@@ -185,6 +211,14 @@ class ActuatorSettings:
     retry_delay_ms: float
     timeout_ms: float
     max_retries: int
+    rung: int = 0
+    votes: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rung, bool) or not isinstance(self.rung, int) or self.rung < 0:
+            raise ConfigurationError("rung", self.rung, "must be an integer of at least 0")
+        if isinstance(self.votes, bool) or not isinstance(self.votes, int) or self.votes < 1:
+            raise ConfigurationError("votes", self.votes, "a vote count must be at least 1")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for a trace record (enums become their strings)."""
@@ -195,7 +229,8 @@ class ActuatorSettings:
 class ActuatorSchedule:
     """One schedule per actuator; ``schedule(u) -> ActuatorSettings``.
 
-    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``.
+    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``. Votes are
+    off by default (one sample at every u); ``votes=schedule_votes()`` turns them on.
     """
 
     feedback_intensity: Callable[[float], FeedbackIntensity] = field(
@@ -205,6 +240,10 @@ class ActuatorSchedule:
     retry_delay_ms: Callable[[float], float] = field(default_factory=schedule_retry_delay_ms)
     timeout_ms: Callable[[float], float] = field(default_factory=schedule_timeout_ms)
     max_retries: Callable[[float], int] = field(default_factory=schedule_max_retries)
+    rung: Callable[[float], int] = field(default_factory=schedule_rung)
+    # One sample by default, as before votes existed: a second sample costs a model call,
+    # so voting at high u is asked for, ``votes=schedule_votes()``.
+    votes: Callable[[float], int] = field(default_factory=lambda: schedule_votes(above=1))
 
     def __call__(self, u: float) -> ActuatorSettings:
         u = _clip_u(u)
@@ -215,4 +254,6 @@ class ActuatorSchedule:
             retry_delay_ms=self.retry_delay_ms(u),
             timeout_ms=self.timeout_ms(u),
             max_retries=self.max_retries(u),
+            rung=self.rung(u),
+            votes=self.votes(u),
         )

@@ -30,6 +30,7 @@ from ._guard import (
     set_real_model_calls_allowed,
 )
 from ._json import extract_json, parse_structured
+from ._ladder import ModelLadder, Rung
 from ._local import LocalLlama, clear_local_model_cache
 from ._metered import MeteredModel
 from ._openai import OpenAICompatible, StructuredOutput
@@ -88,6 +89,7 @@ __all__ = [
     "MeteredModel",
     "Model",
     "ModelBase",
+    "ModelLadder",
     "ModelRequest",
     "ModelSpec",
     "ModelStatus",
@@ -97,6 +99,7 @@ __all__ = [
     "PullResult",
     "RawCompletion",
     "RunUsage",
+    "Rung",
     "ScriptedModel",
     "StructuredOutput",
     "SyncModel",

@@ -91,7 +91,7 @@ def agent_takes_ladder() -> bool:
     """Whether ``closedloop.Agent`` accepts an ordered list of models (a ladder)."""
     probe = FunctionModel(lambda _messages, _call: '{"final": ""}', name="probe")
     try:
-        Agent([probe, probe], trace=False)  # type: ignore[arg-type]  # a future signature
+        Agent([probe, probe], trace=False)
     except (ConfigurationError, TypeError):
         return False
     return True
@@ -127,7 +127,7 @@ class AgentStrategy:
         """The agent of one task: the shared text as instructions, the task's tools."""
         key = model.name if isinstance(model, Model) else "|".join(m.name for m in model)
         return Agent(
-            model,  # type: ignore[arg-type]  # a ladder is a list once Agent takes one
+            model,
             task_agent_tools(task, tools),
             instructions=agent_instructions(task),
             model_settings=ModelSettings(

@@ -8,7 +8,7 @@
   const LABELS = ["low", "elevated", "high", "critical"];
   const FAILED = 0.5;
   const ACTIONS = {
-    dual_verification: "double-checked the proposal (asked twice, kept what agreed)",
+    dual_verification: "double-checked the proposal (asked again, ran the call most samples made)",
     dimension_reduction: "narrowed the scope to the essential tools",
     manual_handover: "stopped and handed the task to a person",
   };

@@ -70,10 +70,10 @@ def test_bad_counts_are_refused_by_name(name: str) -> None:
         get_tool_strategy(name)
 
 
-def test_the_ladder_waits_for_an_agent_that_takes_a_list() -> None:
-    assert agent_takes_ladder() is False  # today's Agent takes one model
-    with pytest.raises(ConfigurationError, match="needs the model ladder"):
-        get_tool_strategy("ladder")
+def test_the_ladder_strategy_runs_on_an_agent_that_takes_a_list() -> None:
+    assert agent_takes_ladder() is True  # Agent(model=[...]) is a model ladder
+    ladder = get_tool_strategy("ladder")
+    assert ladder.runs_on == "ladder"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("family", ["single", "parallel", "irrelevance", "multi_turn"])

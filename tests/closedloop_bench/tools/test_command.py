@@ -68,7 +68,6 @@ def test_a_bad_task_file_is_one_line_naming_the_line_and_field(
     ("args", "words"),
     [
         (["--strategies", "votes@0"], "the vote count k must be at least 1"),
-        (["--strategies", "ladder"], "needs the model ladder"),
         (["--models", "test:nope"], "test models"),
         (["--limit", "0"], "--limit"),
         (["--split", "train"], "--split"),

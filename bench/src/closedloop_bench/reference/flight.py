@@ -38,7 +38,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from closedloop.agent import ControlConfig, RunResult
+from closedloop.agent import ControlConfig
 from closedloop.decision import (
     OUT_OF_TOLERANCE,
     DecisionContext,
@@ -65,10 +65,10 @@ from ._agents_common import (
     find_dates,
     impossible,
     pick,
+    task_runner,
     valid_date,
     words,
 )
-from ._tasks import ReferenceTask
 
 __all__ = ["FlightRules", "build_flight_agent", "price_tolerance", "run"]
 
@@ -351,14 +351,4 @@ def build_flight_agent(
     )  # fmt: skip
 
 
-async def run(
-    task: ReferenceTask | str,
-    model: Model | str | None = None,
-    *,
-    base_url: str,
-    store: StateStore | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one flight task with a fresh agent."""
-    async with build_flight_agent(model, base_url=base_url, store=store, **options) as agent:
-        return await agent.run(task)
+run = task_runner(build_flight_agent, "flight")

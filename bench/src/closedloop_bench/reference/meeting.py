@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from closedloop.agent import ControlConfig, RunResult, as_tool
+from closedloop.agent import ControlConfig, as_tool
 from closedloop.feedback import StateStore
 from closedloop.models import Model
 
@@ -51,6 +51,7 @@ from ._agents_common import (
     find_hours,
     impossible,
     pick,
+    task_runner,
     valid_date,
     words,
 )
@@ -365,14 +366,4 @@ def build_meeting_agent(
     )  # fmt: skip
 
 
-async def run(
-    task: ReferenceTask | str,
-    model: Model | str | None = None,
-    *,
-    base_url: str,
-    store: StateStore | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one meeting task with a fresh agent."""
-    async with build_meeting_agent(model, base_url=base_url, store=store, **options) as agent:
-        return await agent.run(task)
+run = task_runner(build_meeting_agent, "meeting")

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from closedloop.agent import ControlConfig, ErrorMetric, RunResult, tool
+from closedloop.agent import ControlConfig, ErrorMetric, tool
 from closedloop.feedback import StateStore
 from closedloop.models import Model
 from closedloop.perception import Observation
@@ -50,6 +50,7 @@ from ._agents_common import (
     final,
     impossible,
     pick,
+    task_runner,
 )
 from ._tasks import ReferenceTask
 
@@ -368,14 +369,4 @@ def build_report_agent(
     )  # fmt: skip
 
 
-async def run(
-    task: ReferenceTask | str,
-    model: Model | str | None = None,
-    *,
-    base_url: str,
-    store: StateStore | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one report task with a fresh agent."""
-    async with build_report_agent(model, base_url=base_url, store=store, **options) as agent:
-        return await agent.run(task)
+run = task_runner(build_report_agent, "report")

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from closedloop.agent import ControlConfig, ErrorMetric, RunResult
+from closedloop.agent import ControlConfig, ErrorMetric
 from closedloop.feedback import StateStore
 from closedloop.models import Model
 from closedloop.perception import Observation, error_edit_distance
@@ -59,6 +59,7 @@ from ._agents_common import (
     find_dates,
     impossible,
     pick,
+    task_runner,
     valid_date,
     words,
 )
@@ -268,14 +269,4 @@ def build_weather_agent(
     )  # fmt: skip
 
 
-async def run(
-    task: ReferenceTask | str,
-    model: Model | str | None = None,
-    *,
-    base_url: str,
-    store: StateStore | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run one weather task with a fresh agent."""
-    async with build_weather_agent(model, base_url=base_url, store=store, **options) as agent:
-        return await agent.run(task)
+run = task_runner(build_weather_agent, "weather")

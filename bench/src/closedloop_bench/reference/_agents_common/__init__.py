@@ -11,7 +11,7 @@ the handover queue and the trace.
 
 from __future__ import annotations
 
-from ._agent import Policy, ReferenceAgent, Rules, RunContext
+from ._agent import Policy, ReferenceAgent, Rules, RunContext, TaskRunner, task_runner
 from ._reads import ControlledReads, reference_control, reference_schedule
 from ._state import (
     ASK_HUMAN,
@@ -53,6 +53,7 @@ __all__ = [
     "RunContext",
     "Seen",
     "Span",
+    "TaskRunner",
     "Turn",
     "ask_human",
     "call",
@@ -66,6 +67,7 @@ __all__ = [
     "pick",
     "reference_control",
     "reference_schedule",
+    "task_runner",
     "valid_date",
     "words",
 ]

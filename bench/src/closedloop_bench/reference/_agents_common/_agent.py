@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -52,7 +52,7 @@ from ._state import (
 )
 from ._text import Lang, lang_of
 
-__all__ = ["Policy", "ReferenceAgent", "Rules", "RunContext"]
+__all__ = ["Policy", "ReferenceAgent", "Rules", "RunContext", "TaskRunner", "task_runner"]
 
 
 @dataclass
@@ -390,3 +390,36 @@ class ReferenceAgent:
         session = item.session_id or item.task_id
         agent, rules = await self._agent(task, session)
         return await agent.resume(handover_id, task=self._task(task, item.task_id, rules))
+
+
+class TaskRunner(Protocol):
+    """``await run(task, model, base_url=...)``: one task with a fresh domain agent."""
+
+    async def __call__(
+        self,
+        task: ReferenceTask | str,
+        model: Model | str | None = None,
+        *,
+        base_url: str,
+        store: StateStore | None = None,
+        **options: Any,
+    ) -> RunResult: ...
+
+
+def task_runner(build: Callable[..., ReferenceAgent], domain: str) -> TaskRunner:
+    """A domain's ``run``: build a fresh agent with ``build`` and run one task on it."""
+
+    async def run(
+        task: ReferenceTask | str,
+        model: Model | str | None = None,
+        *,
+        base_url: str,
+        store: StateStore | None = None,
+        **options: Any,
+    ) -> RunResult:
+        async with build(model, base_url=base_url, store=store, **options) as agent:
+            result: RunResult = await agent.run(task)
+            return result
+
+    run.__doc__ = f"Run one {domain} task with a fresh agent."
+    return run

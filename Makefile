@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,models,local,server,langgraph,refine,plots,otel,redis,ray
+EXTRAS ?= dev,models,local,server,langgraph,refine,plots,otel,redis,ray,mcp,docs
 BENCH_EXTRAS ?= langgraph,ray,adversarial
 
 .PHONY: all setup system-deps test lint typecheck pytest demo bench models clean

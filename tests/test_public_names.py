@@ -14,10 +14,6 @@ from types import ModuleType
 import closedloop
 import closedloop_bench
 
-# The stop algebras of agent, execution and harness are being merged into one policy
-# algebra; until then their classes share names. Nothing else may.
-_BEING_MERGED = {"StopPolicy", "StopAny", "StopAll"}
-
 
 def _public_packages() -> list[ModuleType]:
     packages: list[ModuleType] = []
@@ -49,7 +45,7 @@ def test_no_public_name_means_two_things() -> None:
     clashes = {
         name: sorted(sorted(where) for where in objects.values())
         for name, objects in _meanings().items()
-        if len(objects) > 1 and name not in _BEING_MERGED
+        if len(objects) > 1
     }
     assert clashes == {}
 

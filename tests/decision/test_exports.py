@@ -5,8 +5,8 @@ from __future__ import annotations
 import closedloop.decision as decision
 
 EXPECTED = {
-    "OUT_OF_TOLERANCE", "Decision", "DecisionContext", "DecisionLog", "HybridController",
-    "ModelPolicy", "Proposal", "Rule", "RuleFn", "RuleRegistry", "SourceState", "StateVector",
+    "OUT_OF_TOLERANCE", "RULE_ACTIONS", "Decision", "DecisionContext", "DecisionLog",
+    "HybridController", "ModelPolicy", "Proposal", "Rule", "RuleFn", "RuleGate", "RuleRegistry", "SourceState", "StateVector",
     "Threshold", "Trigger", "cause_key", "default_causes", "default_rules",
 }  # fmt: skip
 

@@ -44,6 +44,7 @@ from ..control import (
     schedule_retry_delay_ms,
     schedule_strictness,
 )
+from ..decision import RuleGate
 from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus, error_edit_distance
 from ._records import ActionCall
@@ -153,6 +154,12 @@ class ControlConfig:
     built from the required fields as soon as a tool's answer completes them;
     ``completion_predicate(call, observation)`` says the same for tasks without required
     fields (True: the run ends with that observation as its answer).
+
+    The confidence gate (rules first, the model past it): with ``rule_gate``, a rule for a
+    known cause of a failed read (back off on a 429, retry a 5xx later, widen a timeout,
+    refresh a stale answer) whose confidence clears :meth:`RuleGate.threshold` of the
+    tool's recent error makes the next call itself, without a model call. None: the rules'
+    advice only reaches the model as a note.
     """
 
     kp: float = 0.8
@@ -189,6 +196,7 @@ class ControlConfig:
     max_string_chars: int = 200
     end_when_complete: bool = True
     completion_predicate: Callable[[ActionCall, Observation], bool] | None = None
+    rule_gate: RuleGate | None = None
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -225,6 +233,8 @@ class ControlConfig:
             raise ConfigurationError(
                 "completion_predicate", self.completion_predicate, "must be callable or None"
             )
+        if self.rule_gate is not None and not isinstance(self.rule_gate, RuleGate):
+            raise ConfigurationError("rule_gate", self.rule_gate, "must be a RuleGate or None")
         object.__setattr__(self, "metrics", dict(self.metrics))
         if self.prior_f_est is not None:
             require_unit_interval("prior_f_est", self.prior_f_est)

@@ -364,6 +364,13 @@ class ToolPort:
         """The same read again, right after its last answer was a passing fault: let it
         run, a bounded number of times (``ReadRetry.repeats_after_fault``) so a real loop
         stops."""
+        if not self.may_repeat(tool, signature):
+            return False
+        self.fault_repeats[signature] = self.fault_repeats.get(signature, 0) + 1
+        return True
+
+    def may_repeat(self, tool: Tool, signature: str) -> bool:
+        """Whether :meth:`allows_repeat` would let this call through (nothing used up)."""
         run = self._run
         if tool.effect is not EffectClass.RECOMPUTABLE or not run.state.observations:
             return False
@@ -377,10 +384,7 @@ class ToolPort:
         ):
             return False
         used = self.fault_repeats.get(signature, 0)
-        if used >= run.settings.read_retry.repeats_after_fault:
-            return False
-        self.fault_repeats[signature] = used + 1
-        return True
+        return used < run.settings.read_retry.repeats_after_fault
 
     async def run(self, tool: Tool, call: ActionCall, settings: ActuatorSettings) -> ToolRun:
         """Run ``call`` under the tool's actuator settings (timeout, retry delay, attempts).

@@ -9,10 +9,11 @@ step needs only while it runs stays in the values its stages return.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import StateError
-from ..decision import HybridController, default_rules
+from ..decision import Decision, HybridController, default_rules
 from ..execution import Confirmation, EffectLedger, Executor
 from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus
@@ -22,14 +23,22 @@ from ._deferred import DeferredRecords
 from ._inflight import Budget, cancel_waiter
 from ._io import ModelPort, ToolPort
 from ._protocols import SuccessMemory, same_value
-from ._records import HaltReason, RunResult, RunUsageSummary, StepRecord
+from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState, field_problems
 from ._stop import LoopState
 from ._trace import TraceSink
 from ._validate import Validator
 
-__all__ = ["LoopSettings", "Run"]  # LoopSettings is re-exported from _settings.py
+__all__ = ["LoopSettings", "RuleAdvice", "Run"]  # LoopSettings is re-exported from _settings.py
+
+
+@dataclass(frozen=True, slots=True)
+class RuleAdvice:
+    """A rule's decision on the last call's failed answer, for the next step's gate."""
+
+    decision: Decision
+    call: ActionCall
 
 
 class Run:
@@ -79,6 +88,7 @@ class Run:
         # Known causes (empty, 429, 5xx, timeout, stale) get the decision layer's rules
         # first; their advice reaches the model as a note, never as an action of its own.
         self.rules = HybridController(default_rules(), tolerance=0.0, clock=settings.wall_clock)
+        self.advice: RuleAdvice | None = None  # the last failed call's rule, for the gate
         self.records: list[StepRecord] = []
         self.result: RunResult | None = None
         self.last_errors: dict[str, float] = {}  # key -> its last measured error
@@ -132,8 +142,10 @@ class Run:
             return HaltReason.DEADLINE
         return self.settings.stop(self.loop_state())
 
-    async def guard(self, observation: Observation) -> list[str]:
-        """The decision layer's rule for a known cause of a poor answer, as a note."""
+    async def guard(self, observation: Observation, call: ActionCall) -> list[str]:
+        """The decision layer's rule for a known cause of a poor answer, as a note (and,
+        under a rule gate, as the next step's candidate action)."""
+        self.advice = None
         if observation.status is ObservationStatus.OK:
             self.rules.forget(observation.source)
             return []
@@ -144,6 +156,7 @@ class Run:
         decision = await self.rules.decide([observation], {"query_widened": widened})
         if decision.rule is None:
             return []
+        self.advice = RuleAdvice(decision, call)
         note = f"rule {decision.rule} -> {decision.action}: {decision.reason}"
         self.state.notes.append(note)
         return [note]

@@ -61,6 +61,7 @@ from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._actuators import FINAL, Actuators, ControlUpdate, act_key
 from ._handover import freeze
+from ._inflight import race
 from ._observe import absorb
 from ._projection import project, summarise_observation
 from ._protocols import vote
@@ -102,6 +103,8 @@ class ModelReply:
     level: str = "loose"
     reasks: int = 0
     disagreement: float = 0.0  # the share of voted samples outside the majority
+    ruled_by: str | None = None  # the rule that proposed this call past the gate, if any
+    timeout_factor: float = 1.0  # a rule's widening of the acting tool's timeout
 
     @property
     def u(self) -> float:
@@ -195,6 +198,7 @@ class Step:
     def __init__(self, run: Run, actuators: Actuators) -> None:
         self.run = run
         self.actuators = actuators
+        self.gate_note: str | None = None  # why the rule gate left this step to the model
 
     async def settings(self, key: str) -> ActuatorSettings:
         """The settings ``key`` acts on in this step."""
@@ -253,6 +257,9 @@ class Step:
                     "final", answer=pending.answer, fields=pending.fields, notes=decided_note
                 )
             return ModelReply(decided, NO_USAGE, settings)
+        ruled = await self.rule_step(kinds, settings)
+        if ruled is not None:
+            return ruled
         visible = self.visible_tools()
         models = run.model_io
         level = await self.strictness(key, settings)
@@ -291,6 +298,62 @@ class Step:
             refused = 1.0 if reply.halt is not None or self.reply_errors(reply) else 0.0
             await run.controllers.note_loose(cfg.model.name, refused)
         return reply
+
+    async def rule_step(
+        self, kinds: frozenset[str], settings: ActuatorSettings
+    ) -> ModelReply | None:
+        """Rules first: the last failed read made again by its rule, with no model call,
+        when the rule's confidence clears the gate at that tool's recent error."""
+        run = self.run
+        gate = run.settings.control.rule_gate
+        advice, run.advice = run.advice, None
+        if gate is None or advice is None or "tool" not in kinds:
+            return None
+        decision, call = advice.decision, advice.call
+        tool = run.settings.tools.get(call.tool)
+        if tool is None or decision.action not in gate.actions:
+            return None
+        if not run.tool_io.may_repeat(tool, action_signature(call.tool, call.arguments)):
+            return None  # the repeat budget after a fault is spent: the model decides
+        key = act_key(tool.name)
+        # The error before this failure: a lone fault after calm steps (or none) meets a
+        # low gate; a fault that persists has raised it by the time it fails again.
+        errors = [r.error for r in run.records if r.step_type == key][-gate.window - 1 : -1]
+        recent = sum(errors) / len(errors) if errors else 0.0
+        threshold = gate.threshold(recent)
+        head = f"rule {decision.rule} -> {decision.action} (confidence {decision.confidence:.2f}"
+        if decision.confidence < threshold:
+            self.gate_note = (
+                f"{head} < gate {threshold:.2f} at recent error {recent:.2f}): the model decides"
+            )
+            return None
+        wait, factor = 0.0, 1.0
+        if decision.action == "back_off":
+            wait = float(decision.params.get("delay_s", 0.0))
+        elif decision.action == "retry_later":
+            wait = (await self.settings(key)).retry_delay_ms / 1000.0
+        elif decision.action == "widen_timeout":
+            factor = float(decision.params.get("factor", 1.0))
+        wait = min(max(0.0, wait), gate.max_wait_s, max(0.0, run.deadline_s - run.elapsed()))
+        if wait > 0:
+            # Cancellation and the budget may cut the wait; the deadline already bounds it.
+            watchers = {k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE}
+            _, cut = await race(run.settings.sleep(wait), watchers)
+            if cut is not None:
+                return ModelReply(Proposal("tool", call=call), NO_USAGE, settings, halt=cut)
+        note = (
+            f"{head} >= gate {threshold:.2f} at recent error {recent:.2f}): {call.tool} is "
+            "called again without asking the model" + (f", after {wait:g} s" if wait > 0 else "")
+        )
+        proposal = Proposal("tool", call=call, notes=(note,))
+        return ModelReply(
+            proposal,
+            NO_USAGE,
+            settings,
+            level="rule",
+            ruled_by=decision.rule,
+            timeout_factor=factor,
+        )
 
     async def strictness(self, key: str, settings: ActuatorSettings) -> Strictness:
         """The rung of the strictness ladder this proposal runs on: the key's scheduled
@@ -576,6 +639,8 @@ class Step:
             return replace(base, error=1.0, notes=[hint, *notes], halt=halt)
         # act: under the tool's own settings, handed on from its last update
         settings = await self.settings(act_key(tool.name))
+        if reply.timeout_factor != 1.0:
+            settings = replace(settings, timeout_ms=settings.timeout_ms * reply.timeout_factor)
         ran = await run.tool_io.run(tool, call, settings)
         acted = replace(base, step_type=act_key(tool.name), settings=settings, retries=ran.retries)
         if ran.observation is None or ran.outcome is None:
@@ -609,7 +674,8 @@ class Step:
             judged = HaltReason.FINAL
         return replace(
             acted,
-            proposal_error=0.0,
+            # A call a rule made measures nothing about the model's proposing.
+            proposal_error=None if reply.ruled_by is not None else 0.0,
             error=error,
             observation=dumped,
             final_answer=answer,
@@ -634,7 +700,7 @@ class Step:
                 arguments=call.arguments,
                 observed=summarise_observation(dumped),
             )
-        return dumped, progress, await run.guard(observation)
+        return dumped, progress, await run.guard(observation, call)
 
     def measure(self, tool: Tool, call: ActionCall, observation: Observation) -> float:
         """The step's error e ∈ [0, 1] under the tool's metric (a metric that raises
@@ -696,8 +762,9 @@ class Step:
             "strictness_used": reply.level,
             "reasks": reply.reasks,
             "model_u": reply.u,
+            "proposed_by": "model" if reply.ruled_by is None else f"rule:{reply.ruled_by}",
         }
-        notes = list(outcome.notes)
+        notes = list(outcome.notes) if self.gate_note is None else [self.gate_note, *outcome.notes]
         lyapunov = ctl.lyapunov
         return StepRecord(
             run_id=state.run_id,

@@ -11,6 +11,7 @@ from types import FunctionType
 
 from ._context import DecisionContext, Proposal, SourceState, StateVector, Trigger
 from ._controller import Decision, DecisionLog, HybridController, ModelPolicy, Threshold
+from ._gate import RULE_ACTIONS, RuleGate
 from ._rules import (
     OUT_OF_TOLERANCE,
     Rule,
@@ -23,6 +24,7 @@ from ._rules import (
 
 __all__ = [
     "OUT_OF_TOLERANCE",
+    "RULE_ACTIONS",
     "Decision",
     "DecisionContext",
     "DecisionLog",
@@ -31,6 +33,7 @@ __all__ = [
     "Proposal",
     "Rule",
     "RuleFn",
+    "RuleGate",
     "RuleRegistry",
     "SourceState",
     "StateVector",

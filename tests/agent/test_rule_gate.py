@@ -38,7 +38,10 @@ def http_503() -> Observation:
     return Observation.failed("HTTP 503", source="lookup", meaning="lookup answered 503")
 
 
-def gated(gate: RuleGate | None = RuleGate()) -> ControlConfig:
+DEFAULT_GATE = RuleGate()
+
+
+def gated(gate: RuleGate | None = DEFAULT_GATE) -> ControlConfig:
     return ControlConfig(rule_gate=gate)
 
 

@@ -105,6 +105,7 @@ class ModelReply:
     disagreement: float = 0.0  # the share of voted samples outside the majority
     ruled_by: str | None = None  # the rule that proposed this call past the gate, if any
     timeout_factor: float = 1.0  # a rule's widening of the acting tool's timeout
+    retry_cap: int | None = None  # a rule's call keeps to the attempts the read had left
 
     @property
     def u(self) -> float:
@@ -316,6 +317,13 @@ class Step:
         if not run.tool_io.may_repeat(tool, action_signature(call.tool, call.arguments)):
             return None  # the repeat budget after a fault is spent: the model decides
         key = act_key(tool.name)
+        # The rule's call is an attempt of the same read, not a fresh budget: it runs only
+        # while the most attempts the schedule ever gives a call are not used up.
+        last = run.records[-1] if run.records else None
+        used = 1 + len(last.retries) if last is not None and last.action == call else 1
+        left = 1 + run.settings.control.schedule.max_retries(1.0) - used
+        if left < 1:
+            return None
         # The error before this failure: a lone fault after calm steps (or none) meets a
         # low gate; a fault that persists has raised it by the time it fails again.
         errors = [r.error for r in run.records if r.step_type == key][-gate.window - 1 : -1]
@@ -353,6 +361,7 @@ class Step:
             level="rule",
             ruled_by=decision.rule,
             timeout_factor=factor,
+            retry_cap=left - 1,
         )
 
     async def strictness(self, key: str, settings: ActuatorSettings) -> Strictness:
@@ -641,6 +650,8 @@ class Step:
         settings = await self.settings(act_key(tool.name))
         if reply.timeout_factor != 1.0:
             settings = replace(settings, timeout_ms=settings.timeout_ms * reply.timeout_factor)
+        if reply.retry_cap is not None and settings.max_retries > reply.retry_cap:
+            settings = replace(settings, max_retries=reply.retry_cap)
         ran = await run.tool_io.run(tool, call, settings)
         acted = replace(base, step_type=act_key(tool.name), settings=settings, retries=ran.retries)
         if ran.observation is None or ran.outcome is None:

@@ -43,6 +43,7 @@ from closedloop.agent import (
     stop_on_repeats,
 )
 from closedloop.control import schedule_max_retries
+from closedloop.decision import RuleGate
 from closedloop.execution import AtomicAction, Condition
 from closedloop.policy import (
     RetryPolicy,
@@ -235,7 +236,10 @@ class ClosedLoopAgent:
     """closedloop's loop: PID per step type; ESO protocols if ``adrc``.
 
     ``planner`` is ``react``, ``reference`` or ``auto`` (see the module). ``builder``
-    replaces the ReAct agent this class builds (``builder(episode, control)``).
+    replaces the ReAct agent this class builds (``builder(episode, control)``). ``fixed``
+    freezes every actuator at :data:`FIXED_U`; ``gate`` adds the confidence gate
+    (:class:`~closedloop.decision.RuleGate`): a known cause's rule makes the next call
+    itself when it is confident enough.
     """
 
     def __init__(
@@ -245,6 +249,7 @@ class ClosedLoopAgent:
         planner: str = "auto",
         builder: AgentBuilder | None = None,
         fixed: bool = False,
+        gate: bool = False,
         name: str | None = None,
     ) -> None:
         if planner not in PLANNERS:
@@ -252,6 +257,7 @@ class ClosedLoopAgent:
         self.adrc = adrc
         self.planner = planner
         self.fixed = fixed
+        self.gate = gate
         self.name = name or ("closedloop_adrc" if adrc else "closedloop_pid")
         if self.name not in LABELS:
             raise ConfigurationError("name", self.name, f"known: {', '.join(LABELS)}")
@@ -273,6 +279,8 @@ class ClosedLoopAgent:
         control = control_config(adrc=self.adrc, attempts=limits.attempts)
         if self.fixed:
             control = fixed_config(control)
+        if self.gate:
+            control = dataclasses.replace(control, rule_gate=RuleGate())
         if self.builder is not None:
             return self.builder(episode, control)
         return react_agent(episode, control)

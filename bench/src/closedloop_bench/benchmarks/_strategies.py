@@ -60,6 +60,7 @@ STRATEGY_NAMES = (
     "closedloop_adrc",
     "closedloop_model_pid",
     "closedloop_model_fixed",
+    "closedloop_model_gate",
 )
 """The built-in strategies, in the order reports list them."""
 
@@ -73,6 +74,7 @@ LABELS = {
     "closedloop_adrc": "closedloop PID+ADRC",
     "closedloop_model_pid": "closedloop, model every step, PID",
     "closedloop_model_fixed": "closedloop, model every step, controller off",
+    "closedloop_model_gate": "closedloop, rules first past a confidence gate, PID",
 }
 
 
@@ -173,12 +175,20 @@ def get_strategy(name: str, *, planner: str = "auto") -> BenchStrategy:
         from ._closed import ClosedLoopAgent
 
         return ClosedLoopAgent(adrc=name == "closedloop_adrc", planner=planner)
-    if name in ("closedloop_model_pid", "closedloop_model_fixed"):
+    if name in ("closedloop_model_pid", "closedloop_model_fixed", "closedloop_model_gate"):
         from ._closed import ClosedLoopAgent
 
-        # The model decides every step (no rule shortcuts); the two differ only in the
-        # controller: PID-scheduled actuators, or the same actuators frozen (``FIXED_U``).
-        return ClosedLoopAgent(adrc=False, planner="react", fixed=name.endswith("fixed"), name=name)
+        # The model decides every step (no rule shortcuts); the first two differ only in
+        # the controller: PID-scheduled actuators, or the same actuators frozen
+        # (``FIXED_U``). The gate row is the PID row with one change: a known cause's rule
+        # makes the next call itself when its confidence clears the gate.
+        return ClosedLoopAgent(
+            adrc=False,
+            planner="react",
+            fixed=name.endswith("fixed"),
+            gate=name.endswith("gate"),
+            name=name,
+        )
     raise ConfigurationError("strategy", name, f"known: {', '.join(STRATEGY_NAMES)}")
 
 

@@ -345,7 +345,9 @@ class Step:
         wait = min(max(0.0, wait), gate.max_wait_s, max(0.0, run.deadline_s - run.elapsed()))
         if wait > 0:
             # Cancellation and the budget may cut the wait; the deadline already bounds it.
-            watchers = {k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE}
+            watchers: dict[HaltReason, Callable[[], Any]] = {
+                k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE
+            }
             _, cut = await race(run.settings.sleep(wait), watchers)
             if cut is not None:
                 return ModelReply(Proposal("tool", call=call), NO_USAGE, settings, halt=cut)

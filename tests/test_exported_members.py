@@ -96,6 +96,7 @@ EXPECTED: dict[str, set[str]] = {
         "choose_gains",
         "fal",
         "fhan",
+        "schedule_context",
         "schedule_feedback_intensity",
         "schedule_levels",
         "schedule_linear",

@@ -41,9 +41,9 @@ async def react_step(step: Step) -> StepRecord:
     """One ReAct step: propose, validate, act, observe, measure, control."""
     run = step.run
     run.state.phase = run.phase_for_react()
-    visible = step.visible_tools()
-    required = run.task.required_fields
     key = propose_key("react")
+    visible = await step.shown_tools(key)
+    required = run.task.required_fields
     reply = await step.propose(
         frozenset({"tool", "final"}),
         lambda strict: action_schema(
@@ -93,8 +93,8 @@ async def _replan(run: Run, reason: str) -> tuple[list[str], HaltReason | None]:
 async def _planning(step: Step) -> StepRecord:
     run = step.run
     state = run.state
-    visible = step.visible_tools()
     key = PLAN
+    visible = await step.shown_tools(key)
     reply = await step.propose(
         frozenset({"plan"}), lambda _: plan_schema(visible, run.settings.max_plan_steps), key
     )
@@ -180,7 +180,7 @@ async def _executing(step: Step) -> StepRecord:
         return await step.close(step.accepted(reply, PLAN, "executing", note))
     if reviewing:
         key = propose_key("executor")
-        visible = step.visible_tools()
+        visible = await step.shown_tools(key)
         hint = (
             f"Execute plan step {index}: {plan_step.goal or plan_step.tool}. Planned call: "
             f"{plan_step.tool}({plan_step.arguments})."

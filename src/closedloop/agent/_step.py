@@ -66,6 +66,7 @@ from ._observe import absorb
 from ._projection import project, summarise_observation
 from ._protocols import vote
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
+from ._relevance import relevant_tools, shown_count
 from ._repeats import action_signature, count_repeats
 from ._run import Run
 from ._state import field_problems
@@ -200,6 +201,7 @@ class Step:
         self.run = run
         self.actuators = actuators
         self.gate_note: str | None = None  # why the rule gate left this step to the model
+        self._shown: list[Tool] | None = None  # the tools this step shows, once chosen
 
     async def settings(self, key: str) -> ActuatorSettings:
         """The settings ``key`` acts on in this step."""
@@ -212,6 +214,20 @@ class Step:
             return [t for t in tools if t.core]
         return tools
 
+    async def shown_tools(self, key: str) -> list[Tool]:
+        """The tools this step's proposal is shown: the visible ones, cut to the share of
+        the context ``key``'s settings allow (the most relevant to the task, and those the
+        run has called, first). One choice per step: the prompt and the grammar agree."""
+        if self._shown is None:
+            visible = self.visible_tools()
+            share = (await self.settings(key)).context
+            if share < 1.0:
+                state = self.run.state
+                used = [e.tool for e in state.observations]
+                visible = relevant_tools(visible, share, state.prompt, used)
+            self._shown = visible
+        return self._shown
+
     # --- project, propose ----------------------------------------------------------------
 
     def project(
@@ -223,6 +239,11 @@ class Step:
     ) -> list[dict[str, str]]:
         """The task state as this step's messages; the notes for the model are used up."""
         run, cfg = self.run, self.run.settings
+        options = cfg.projection
+        if settings.context < 1.0:  # a lost model sees fewer of the recent observations
+            options = replace(
+                options, observations=shown_count(options.observations, settings.context)
+            )
         messages = project(
             run.state,
             tools=visible,
@@ -233,7 +254,7 @@ class Step:
             rigour=cfg.control.rigour_prompt,
             max_steps=cfg.max_steps,
             protocol=run.control.protocol.value,
-            options=cfg.projection,
+            options=options,
             extra_notes=notes,
         )
         run.state.notes = []
@@ -261,7 +282,7 @@ class Step:
         ruled = await self.rule_step(kinds, settings)
         if ruled is not None:
             return ruled
-        visible = self.visible_tools()
+        visible = await self.shown_tools(key)
         models = run.model_io
         level = await self.strictness(key, settings)
         strict = level is Strictness.STRICT and not cfg.native and models.grammar_ok

@@ -28,6 +28,7 @@ __all__ = [
     "ScheduleLevels",
     "ScheduleLinear",
     "Strictness",
+    "schedule_context",
     "schedule_feedback_intensity",
     "schedule_levels",
     "schedule_linear",
@@ -197,12 +198,25 @@ def schedule_votes(threshold: float = 0.9, below: int = 1, above: int = 3) -> Sc
     return ScheduleLevels((below, above), (threshold,))
 
 
+def schedule_context(
+    threshold: float = 0.7, below: float = 1.0, above: float = 0.5
+) -> ScheduleLevels[float]:
+    """The share of the context the model is shown (dimension reduction): ``below`` under
+    ``threshold``, ``above`` from it (by default all, then half of the tools, the most
+    relevant to the task, and of the recent observations). Each share is in (0, 1]."""
+    for name, value in (("below", below), ("above", above)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ConfigurationError(name, value, "a context share must be in (0, 1]")
+    return ScheduleLevels((float(below), float(above)), (threshold,))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActuatorSettings:
     """What one step of the loop should do, derived from one control signal ``u``.
 
     ``rung`` is the model ladder's rung the step's proposal runs on (0 the cheapest,
-    clipped to the ladder's top) and ``votes`` the number of samples it votes on.
+    clipped to the ladder's top), ``votes`` the number of samples it votes on and
+    ``context`` the share of the tools and recent observations it is shown.
     """
 
     u: float
@@ -213,12 +227,15 @@ class ActuatorSettings:
     max_retries: int
     rung: int = 0
     votes: int = 1
+    context: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.rung, bool) or not isinstance(self.rung, int) or self.rung < 0:
             raise ConfigurationError("rung", self.rung, "must be an integer of at least 0")
         if isinstance(self.votes, bool) or not isinstance(self.votes, int) or self.votes < 1:
             raise ConfigurationError("votes", self.votes, "a vote count must be at least 1")
+        if not 0 < self.context <= 1:
+            raise ConfigurationError("context", self.context, "a context share must be in (0, 1]")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for a trace record (enums become their strings)."""
@@ -229,8 +246,9 @@ class ActuatorSettings:
 class ActuatorSchedule:
     """One schedule per actuator; ``schedule(u) -> ActuatorSettings``.
 
-    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``. Votes are
-    off by default (one sample at every u); ``votes=schedule_votes()`` turns them on.
+    Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``. Votes and
+    context reduction are off by default (one sample and the whole context at every u);
+    ``votes=schedule_votes()`` and ``context=schedule_context()`` turn them on.
     """
 
     feedback_intensity: Callable[[float], FeedbackIntensity] = field(
@@ -244,6 +262,9 @@ class ActuatorSchedule:
     # One sample by default, as before votes existed: a second sample costs a model call,
     # so voting at high u is asked for, ``votes=schedule_votes()``.
     votes: Callable[[float], int] = field(default_factory=lambda: schedule_votes(above=1))
+    # The whole context by default: a model shown fewer tools may miss the one it needs,
+    # so the reduction is asked for, ``context=schedule_context()``.
+    context: Callable[[float], float] = field(default_factory=lambda: schedule_context(above=1.0))
 
     def __call__(self, u: float) -> ActuatorSettings:
         u = _clip_u(u)
@@ -256,4 +277,5 @@ class ActuatorSchedule:
             max_retries=self.max_retries(u),
             rung=self.rung(u),
             votes=self.votes(u),
+            context=self.context(u),
         )

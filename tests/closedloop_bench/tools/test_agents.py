@@ -47,7 +47,7 @@ def _recorder(reply: str) -> tuple[FunctionModel, list[tuple[Message, ...]]]:
 
 def test_every_strategy_is_registered_with_its_fixed_flag() -> None:
     names = strategy_names()
-    for name in ("open_loop", "strict", "strong", "closedloop", "frozen", "ladder"):
+    for name in ("open_loop", "strict", "strong", "closedloop", "frozen", "ladder", "reduced"):
         assert name in names
     assert "reask@N" in names and "votes@N" in names
     fixed = {name: get_tool_strategy(name).fixed for name in ALL_STRATEGIES}
@@ -68,6 +68,15 @@ def test_every_strategy_is_registered_with_its_fixed_flag() -> None:
 def test_bad_counts_are_refused_by_name(name: str) -> None:
     with pytest.raises(ConfigurationError, match=name.replace("-", "\\-")):
         get_tool_strategy(name)
+
+
+def test_the_reduced_strategy_is_the_closed_loop_with_context_reduction_only() -> None:
+    reduced = get_tool_strategy("reduced").control()  # type: ignore[attr-defined]
+    plain = get_tool_strategy("closedloop").control()  # type: ignore[attr-defined]
+    assert reduced.schedule(0.9).context == 0.5 and reduced.schedule(0.1).context == 1.0
+    assert plain.schedule(0.9).context == 1.0
+    calm = {k: v for k, v in reduced.schedule(0.9).as_dict().items() if k != "context"}
+    assert calm == {k: v for k, v in plain.schedule(0.9).as_dict().items() if k != "context"}
 
 
 def test_the_ladder_strategy_runs_on_an_agent_that_takes_a_list() -> None:

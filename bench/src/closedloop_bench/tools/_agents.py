@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from closedloop._exceptions import ConfigurationError, ToolError
@@ -36,6 +36,7 @@ from closedloop.agent import (
     Tool,
     default_schedule,
 )
+from closedloop.control import schedule_context
 from closedloop.feedback import MemoryStore
 from closedloop.models import FunctionModel, Model
 
@@ -104,7 +105,9 @@ RunsOn = Literal["each", "strongest", "ladder"]
 class AgentStrategy:
     """One task through ``closedloop.Agent`` (see the module docstring).
 
-    ``frozen`` takes the controller out (:func:`frozen_control`). ``runs_on="ladder"``
+    ``frozen`` takes the controller out (:func:`frozen_control`); ``reduce`` turns on
+    context reduction (:func:`~closedloop.control.schedule_context`: at high u the model
+    sees the most relevant half of the tools and of the recent observations). ``runs_on="ladder"``
     hands the runner's models, weakest first, straight to ``Agent(model=[...])``. Each
     model keeps one store across the tasks of a run, as an agent reused by a user would:
     the controllers' history carries from task to task.
@@ -113,6 +116,7 @@ class AgentStrategy:
     name: str = "closedloop"
     frozen: bool = False
     fixed: bool = False
+    reduce: bool = False
     runs_on: RunsOn = "each"
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -121,7 +125,12 @@ class AgentStrategy:
     _stores: dict[str, MemoryStore] = field(default_factory=dict, repr=False, compare=False)
 
     def control(self) -> ControlConfig:
-        return frozen_control() if self.frozen else ControlConfig()
+        if self.frozen:
+            return frozen_control()
+        if self.reduce:
+            schedule = replace(default_schedule(), context=schedule_context())
+            return ControlConfig(schedule=schedule)
+        return ControlConfig()
 
     def agent(self, task: ToolTask, tools: TaskTools, model: Model | Sequence[Model]) -> Agent:
         """The agent of one task: the shared text as instructions, the task's tools."""
@@ -178,3 +187,4 @@ def _ladder() -> AgentStrategy:
 register_strategy("closedloop", AgentStrategy)
 register_strategy("frozen", lambda: AgentStrategy(name="frozen", frozen=True, fixed=True))
 register_strategy("ladder", _ladder)
+register_strategy("reduced", lambda: AgentStrategy(name="reduced", reduce=True))

@@ -192,9 +192,9 @@ FamilyFactory = Callable[[int], ToolStrategy]
 _REGISTRY: dict[str, StrategyFactory] = {"open_loop": OpenLoop, "strict": Strict}
 _FAMILIES: dict[str, FamilyFactory] = {}
 
-AGENT_STRATEGY_NAMES = ("closedloop", "frozen", "ladder")
+AGENT_STRATEGY_NAMES = ("closedloop", "frozen", "ladder", "reduced")
 """Agent-based strategies the benchmark compares (closedloop with the controller on; with
-every actuator frozen at u = 0.5; on a model ladder), plugged in by
+every actuator frozen at u = 0.5; on a model ladder; with context reduction), plugged in by
 :func:`register_strategy` from ``_agents``."""
 
 

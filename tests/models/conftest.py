@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -178,17 +177,19 @@ def start_llama_server(
     api_key: str | None = None,
     *,
     n_ctx: int = 2048,
-    n_threads: int | None = None,
+    n_threads: int = 1,
     chat_format: str | None = None,
     ready_s: float = 60.0,
 ) -> LlamaServer:
     """``python -m llama_cpp.server`` on a free loopback port, ready to answer; a server
-    that exits or is not ready within ``ready_s`` fails the test with its stderr."""
+    that exits or is not ready within ``ready_s`` fails the test with its stderr. One
+    thread by default: on cores shared with other work, llama.cpp threads spin-waiting on a
+    descheduled partner stall every call."""
     port = free_port()
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or os.cpu_count() or 1),
+        "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
         "--verbose", "False",
     ]  # fmt: skip
     if api_key:

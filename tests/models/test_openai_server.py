@@ -91,7 +91,6 @@ def server(smollm2_path: Path) -> Iterator[LlamaServer]:
         smollm2_path,
         api_key=API_KEY,
         n_ctx=2048,
-        # One thread: on a busy machine more threads than free cores stall llama.cpp.
         n_threads=1,
         chat_format="chatml-function-calling",
         ready_s=120.0,

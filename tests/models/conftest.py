@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -173,29 +172,49 @@ class LlamaServer:
     process: subprocess.Popen[bytes]
 
 
-def start_llama_server(model: Path, api_key: str | None = None) -> LlamaServer:
+def start_llama_server(
+    model: Path,
+    api_key: str | None = None,
+    *,
+    n_ctx: int = 2048,
+    n_threads: int = 1,
+    chat_format: str | None = None,
+    ready_s: float = 60.0,
+) -> LlamaServer:
+    """``python -m llama_cpp.server`` on a free loopback port, ready to answer; a server
+    that exits or is not ready within ``ready_s`` fails the test with its stderr. One
+    thread by default: on cores shared with other work, llama.cpp threads spin-waiting on a
+    descheduled partner stall every call."""
     port = free_port()
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", "2048", "--n_threads", str(os.cpu_count() or 1), "--verbose", "False",
+        "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+        "--verbose", "False",
     ]  # fmt: skip
     if api_key:
         cmd += ["--api_key", api_key]
+    if chat_format:
+        cmd += ["--chat_format", chat_format]
     # stderr goes to a file: a pipe nobody reads could fill up and stall the server.
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            return _wait_ready(proc, f"http://127.0.0.1:{port}", api_key)
-        except BaseException:
+            return _wait_ready(proc, f"http://127.0.0.1:{port}", api_key, ready_s)
+        except BaseException as exc:
             stop_llama_server(proc)
             log.seek(0)
-            sys.stderr.write(log.read().decode(errors="replace")[-3000:])
+            tail = log.read().decode(errors="replace")[-3000:]
+            if isinstance(exc, pytest.fail.Exception):
+                pytest.fail(f"{exc}\n--- the server's stderr ---\n{tail}")
+            sys.stderr.write(tail)
             raise
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], base: str, api_key: str | None) -> LlamaServer:
-    deadline = time.monotonic() + 60
+def _wait_ready(
+    proc: subprocess.Popen[bytes], base: str, api_key: str | None, ready_s: float
+) -> LlamaServer:
+    deadline = time.monotonic() + ready_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"llama_cpp.server exited with status {proc.returncode}")
@@ -204,7 +223,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], base: str, api_key: str | None) -
                 return LlamaServer(f"{base}/v1", api_key, proc)
         except httpx.TransportError:
             time.sleep(0.1)  # bounded readiness poll, not a timed assertion
-    pytest.fail("llama_cpp.server did not become ready within 60 s")
+    pytest.fail(f"llama_cpp.server did not become ready within {ready_s:g} s")
 
 
 def _bearer(api_key: str | None) -> dict[str, str]:

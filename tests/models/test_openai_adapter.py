@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -125,6 +126,17 @@ async def test_tools_are_passed_through_and_tool_calls_come_back(
     assert [(c.name, c.arguments) for c in out.tool_calls] == [("get_weather", '{"city": "上海"}')]
 
 
+async def test_tool_choice_is_auto_with_tools_and_absent_without(
+    adapter_factory: type, fake_openai: FakeOpenAI
+) -> None:
+    # llama-cpp-python's server reads a missing tool_choice as "none" and ignores the tools.
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    await adapter_factory("tools").complete("x", ModelRequest(tools=[tool]))
+    assert fake_openai.requests[-1]["tool_choice"] == "auto"
+    await adapter_factory("plain").complete("x")
+    assert "tool_choice" not in fake_openai.requests[-1]
+
+
 @pytest.mark.parametrize(
     ("model", "error", "fragment"),
     [
@@ -186,3 +198,13 @@ def test_constructor_checks() -> None:
         OpenAICompatible("http://127.0.0.1:1/v1", "")
     with pytest.raises(ConfigurationError, match="timeout"):
         OpenAICompatible("http://127.0.0.1:1/v1", "m", timeout=0)
+
+
+def test_one_model_serves_one_event_loop_after_another(fake_openai: FakeOpenAI) -> None:
+    # Each run_sync is a fresh asyncio.run: pooled connections of the first loop are dead
+    # in the second, so the adapter must open new ones rather than fail "loop is closed".
+    model = OpenAICompatible(fake_openai.base_url, "plain", api_key="k")
+    texts = [asyncio.run(model.complete("x")).text for _ in range(3)]
+    assert texts == [texts[0]] * 3 and texts[0]
+    asyncio.run(model.aclose())  # the last loop is closed: nothing left to close, no error
+    assert model.usage.total.calls == 3

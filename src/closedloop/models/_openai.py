@@ -148,6 +148,7 @@ class OpenAICompatible(ModelBase):
         self.strict_schema = bool(strict_schema)
         self._auto = structured_output == "auto"
         self._rung = 0 if self._auto else _LADDER.index(structured_output)
+        self._new_client: Callable[[], Any] | None = None
         if client is None:
             try:
                 from openai import AsyncOpenAI
@@ -155,14 +156,20 @@ class OpenAICompatible(ModelBase):
                 raise ModelNotAvailableError(
                     "the openai SDK is not installed; install closedloop[models]"
                 ) from exc
-            client = AsyncOpenAI(
-                api_key=api_key or "not-needed",
-                base_url=base_url,
-                max_retries=0,
-                timeout=self.timeout,
-                default_headers=dict(default_headers or {}),
-            )
+            headers = dict(default_headers or {})
+
+            def new_client() -> Any:
+                return AsyncOpenAI(
+                    api_key=api_key or "not-needed",
+                    base_url=base_url,
+                    max_retries=0,
+                    timeout=self.timeout,
+                    default_headers=headers,
+                )
+
+            client, self._new_client = new_client(), new_client
         self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def supports_tool_calls(self) -> bool:
@@ -174,8 +181,24 @@ class OpenAICompatible(ModelBase):
         """The structured-output form in use now (it moves down the ladder on rejection)."""
         return _LADDER[self._rung]
 
+    def _client_now(self) -> Any:
+        """The client for the running event loop.
+
+        The SDK's pooled connections belong to the loop that opened them: a model used from
+        a new loop (a second ``run_sync``, a second ``asyncio.run``) gets a fresh client
+        rather than "Event loop is closed". An injected client is used as given.
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._loop is not None and self._new_client is not None:
+                self._client = self._new_client()
+            self._loop = loop
+        return self._client
+
     async def aclose(self) -> None:
         """Close the HTTP connections."""
+        if self._new_client is not None and self._loop is not None and self._loop.is_closed():
+            return  # its connections died with the loop that opened them
         await self._client.close()
 
     async def _complete(self, call: CallInfo) -> RawCompletion:
@@ -213,6 +236,9 @@ class OpenAICompatible(ModelBase):
             params["seed"] = request.seed
         if request.tools:
             params["tools"] = [dict(t) for t in request.tools]
+            # "auto" is OpenAI's and vLLM's default once tools are sent, but llama-cpp-python's
+            # server reads a missing tool_choice as "none" and would answer in prose.
+            params["tool_choice"] = "auto"
         if schema is not None:
             if rung == "json_schema":
                 params["response_format"] = {
@@ -236,7 +262,7 @@ class OpenAICompatible(ModelBase):
         try:
             # The SDK's timeout bounds each network phase; wait_for bounds the whole call.
             return await asyncio.wait_for(
-                self._client.chat.completions.create(**params, timeout=timeout), timeout
+                self._client_now().chat.completions.create(**params, timeout=timeout), timeout
             )
         except TimeoutError:
             raise ModelTimeoutError(f"{self.name}: no answer within {timeout}s") from None

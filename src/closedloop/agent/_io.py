@@ -449,6 +449,7 @@ class ToolPort:
                 and policy.enabled
                 and policy.recheck_empty
                 and not rechecked
+                and used < budget  # a re-check is an attempt: it spends the same budget
                 and self._doubtful(tool.name, settings.u)
             ):
                 why = "empty answer re-checked (the tool's error is high or it failed recently)"

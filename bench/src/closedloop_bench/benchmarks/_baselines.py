@@ -37,8 +37,8 @@ from ._strategies import (
     Reply,
     parse_reply,
     render_observation,
+    retryable,
     system_prompt,
-    transient,
 )
 
 __all__ = ["FixedRetries", "OpenLoop", "ask_model", "call_tool", "initial_messages", "plain_tools"]
@@ -121,12 +121,13 @@ class OpenLoop:
 
 
 def _failed_call(result: Any) -> bool:
-    return isinstance(result, Observation) and transient(result)
+    return isinstance(result, Observation) and retryable(result)
 
 
 class FixedRetries:
     """The open loop with tenacity: every model and tool call gets 3 attempts and
-    exponential backoff (``backoff_s``, then doubling) on exceptions and HTTP failures."""
+    exponential backoff (``backoff_s``, then doubling) on exceptions and on the shared
+    retry predicate (:func:`retryable`: HTTP failures, drifted and empty answers)."""
 
     name = "fixed_retries"
     label = LABELS["fixed_retries"]

@@ -3,13 +3,16 @@
 A ``StateGraph`` with an ``agent`` node (ask the model, parse its action), a ``tools``
 node (run the tool) and a conditional edge between them; both nodes carry
 ``RetryPolicy(max_attempts=3)`` and the run has a recursion limit. The tools node raises
-on HTTP-level failures so the retry policy sees them (as ``response.raise_for_status()``
-would); other tool errors come back as text, as LangGraph's prebuilt ``ToolNode`` returns
-them. Needs the ``langgraph`` extra.
+on the shared retry predicate (HTTP-level failures, drifted and empty answers) so the
+retry policy sees them (as ``response.raise_for_status()`` would); on its last attempt,
+and for other tool errors, the failure comes back to the model as text, as LangGraph's
+prebuilt ``ToolNode`` with ``handle_tool_errors`` returns it, so one failed call does not
+end the run. Needs the ``langgraph`` extra.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 from typing import Annotated, Any, TypedDict
 
@@ -17,7 +20,7 @@ from closedloop._exceptions import ActionError, LedgerError, ModelError
 
 from ..reference import Answer
 from ._baselines import ask_model, call_tool, initial_messages, plain_tools
-from ._strategies import LABELS, Episode, Outcome, render_observation, transient
+from ._strategies import LABELS, Episode, Outcome, render_observation, retryable
 
 __all__ = ["LangGraphAgent"]
 
@@ -53,17 +56,26 @@ class LangGraphAgent:
                 "steps": 1,
             }
 
+        attempts: dict[str, int] = {}
+
         async def tools(state: _State) -> dict[str, Any]:
             call = state.get("call") or {}
+            # The node's retry policy calls it again with the same state: count its tries,
+            # so the last one hands the failure to the model instead of ending the graph.
+            key = json.dumps([state.get("steps"), call], sort_keys=True, default=str)
+            attempts[key] = attempts.get(key, 0) + 1
+            last = attempts[key] >= limits.attempts
             try:
                 result: Any = await call_tool(
                     functions, str(call.get("tool")), dict(call.get("arguments") or {})
                 )
-            except (ActionError, LedgerError):
-                raise  # a failed HTTP call: the node's retry policy takes it
+            except (ActionError, LedgerError) as exc:
+                if not last:
+                    raise  # a failed HTTP call: the node's retry policy takes it
+                result = f"error: {type(exc).__name__}: {exc}"
             except Exception as exc:
                 result = f"error: {type(exc).__name__}: {exc}"
-            if hasattr(result, "status") and transient(result):
+            if hasattr(result, "status") and retryable(result) and not last:
                 raise ActionError(f"{call.get('tool')}: {result.meaning}")
             content = "Observation: " + render_observation(result, limits.observation_chars)
             return {"messages": [{"role": "user", "content": content}], "call": None}

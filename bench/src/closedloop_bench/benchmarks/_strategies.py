@@ -48,6 +48,7 @@ __all__ = [
     "get_strategy",
     "parse_reply",
     "render_observation",
+    "retryable",
     "system_prompt",
     "transient",
 ]
@@ -280,3 +281,17 @@ def transient(observation: Observation) -> bool:
     if code is not None:
         return int(code.group(1)) >= 500
     return status is ObservationStatus.ERROR and "could not be reached" in observation.meaning
+
+
+def retryable(observation: Observation) -> bool:
+    """The one retry predicate of every retrying strategy and of the oracle bound.
+
+    A transient HTTP-level failure (:func:`transient`), an answer that lost key fields
+    (schema drift: ``partial``), or an empty answer (a fault can fake "no match"): each is
+    asked again within the same attempt budget. closedloop's loop asks a subset of these
+    (an empty one only when its error signal doubts it), never more.
+    """
+    return transient(observation) or observation.status in (
+        ObservationStatus.PARTIAL,
+        ObservationStatus.EMPTY,
+    )

@@ -217,3 +217,39 @@ def test_the_server_object_is_a_toolset_and_a_run_scope() -> None:
     assert isinstance(server, McpServer) and server.name == "server.py"
     assert callable(server.__closedloop_tools__) and callable(server.run_scope)
     assert "python server.py" in repr(server)
+
+
+def listed(name: str, **fields: Any) -> types.Tool:
+    return types.Tool(name=name, input_schema={"type": "object"}, **fields)
+
+
+def test_a_listing_becomes_tools_with_the_servers_schemas_and_names() -> None:
+    server = mcp_server("python server.py", prefix="s_", include=["get.weather", "pay"])
+    read_only = types.ToolAnnotations(read_only_hint=True)
+    tools = server._build(
+        [
+            listed("get.weather", description="Weather.", annotations=read_only),
+            listed("pay", title="Pay a bill"),
+            listed("hidden"),
+        ]
+    )
+    assert [t.name for t in tools] == ["s_get_weather", "s_pay"]  # a dot is no tool name
+    weather, pay = tools
+    assert weather.parameters == {"type": "object", "properties": {}}
+    assert (weather.description, pay.description) == ("Weather.", "Pay a bill")
+    assert (weather.effect, pay.effect) == (EffectClass.RECOMPUTABLE, EffectClass.IRREVERSIBLE)
+    assert weather.scope is server and pay.scope is server
+    assert not weather.fixed_timeout
+
+
+def test_names_the_server_does_not_have_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="no such tool") as caught:
+        mcp_server("python s.py", effects={"refund": "once"})._build([listed("pay")])
+    assert caught.value.argument == "effects" and caught.value.value == ["refund"]
+    with pytest.raises(ConfigurationError, match="no such tool"):
+        mcp_server("python s.py", include=["nope"])._build([listed("pay")])
+
+
+def test_a_fixed_timeout_replaces_the_loops_scheduled_one() -> None:
+    (tool,) = mcp_server("python s.py", timeout_s=2.5)._build([listed("pay")])
+    assert tool.fixed_timeout

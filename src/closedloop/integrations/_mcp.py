@@ -227,7 +227,7 @@ class McpServer:
             yield link
 
     def connections(self) -> Mapping[str, int]:
-        """Live leases and connections opened so far, over every event loop."""
+        """Leases held and connections opened so far, over the event loops still open."""
         return self._links.snapshot()
 
     # --- calls ------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def test_text_content_is_the_value_and_json_text_is_parsed() -> None:
     assert observe(types.CallToolResult(content=[text("noted"), text("twice")])).value == (
         "noted\ntwice"
     )
-    assert observe(types.CallToolResult(content=[text(' [1, 2] ')])).value == [1, 2]
+    assert observe(types.CallToolResult(content=[text(" [1, 2] ")])).value == [1, 2]
     blank = observe(types.CallToolResult(content=[text("  ")]))
     assert blank.status is ObservationStatus.EMPTY
 
@@ -185,7 +185,7 @@ class FakeToolset:
                 name=name,
                 description=name,
                 parameters={"type": "object", "properties": {}},
-                action=AtomicAction(name=name, fn=lambda: name),
+                action=AtomicAction(name=name, fn=lambda n=name: n),
             )
             for name in self.names
         ]

@@ -115,9 +115,7 @@ async def test_an_irreversible_tool_goes_through_the_effect_ledger(
     listed_shop: McpServer,
 ) -> None:
     server = listed_shop
-    agent = agent_on(
-        [server], call("place_order", item="apple", quantity=2), final("ordered")
-    )
+    agent = agent_on([server], call("place_order", item="apple", quantity=2), final("ordered"))
     result = await agent.run("Order two apples.")
     assert result.success, result.message
     (placed,) = observations(result)
@@ -169,9 +167,7 @@ def test_a_server_that_dies_mid_call_is_an_observed_fault(
 ) -> None:
     server = listed_shop
     started = len(shop_pids.pids())
-    agent = agent_on(
-        [server], call("crash"), call("lookup", city="Paris"), final("recovered")
-    )
+    agent = agent_on([server], call("crash"), call("lookup", city="Paris"), final("recovered"))
     result = agent.run_sync("Crash it, then ask again.")
     assert result.halt_reason is HaltReason.FINAL and result.success, result.message
     crashed, after = observations(result)
@@ -322,10 +318,10 @@ def test_runs_in_threads_each_get_their_own_connection(
 
 
 def test_a_server_that_cannot_start_fails_naming_its_spec() -> None:
-    dying = [sys.executable, "-c", "import sys; sys.stderr.write('no config file'); sys.exit(2)"]
+    dying = [sys.executable, "-c", "import sys; sys.stderr.write('no ' + 'config'); sys.exit(2)"]
     with pytest.raises(ToolError) as caught:
         Agent(ScriptedModel([]), tools=[mcp_server(dying)], trace=False)
     assert "could not be started" in str(caught.value) and "-c" in str(caught.value)
-    assert "no config file" in str(caught.value)  # its stderr, quoted
+    assert "no config" in str(caught.value)  # its stderr, quoted
     with pytest.raises(ToolError, match="no-such-mcp-command"):
         mcp_server("no-such-mcp-command --flag").tools()

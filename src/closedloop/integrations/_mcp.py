@@ -95,7 +95,8 @@ class McpServer:
         self.spec = spec
         self.name = name or _server_name(spec)
         self.effects = {
-            str(tool): _effect(f"effects[{tool!r}]", value) for tool, value in (effects or {}).items()
+            str(tool): _effect(f"effects[{tool!r}]", value)
+            for tool, value in (effects or {}).items()
         }
         self.default_effect = _effect("default_effect", default_effect)
         self.include = None if include is None else frozenset(_names("include", include))
@@ -178,7 +179,9 @@ class McpServer:
             unknown = sorted(wanted - names)
             if unknown:
                 raise ConfigurationError(
-                    option, unknown, f"{self.spec.label!r} has no such tool (it has {sorted(names)})"
+                    option,
+                    unknown,
+                    f"{self.spec.label!r} has no such tool (it has {sorted(names)})",
                 )
         out: list[Tool] = []
         for mcp_tool in listed:
@@ -335,8 +338,7 @@ class McpServer:
             )
         if isinstance(exc, pydantic.ValidationError | RuntimeError) and not connection.broken:
             raise _Malformed(
-                f"{self.spec.label!r} answered {remote} with a malformed result: "
-                f"{_first_line(exc)}"
+                f"{self.spec.label!r} answered {remote} with a malformed result: {_first_line(exc)}"
             ) from None
         await link.drop(connection)
         raise McpConnectionLostError(

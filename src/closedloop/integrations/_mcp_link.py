@@ -63,7 +63,10 @@ class Connection:
         self.broken = False
         self._stop = asyncio.Event()
         self._ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._errlog: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        # Closed by ``close`` once the owner task has ended (a ``with`` cannot span that).
+        self._errlog: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+", encoding="utf-8", errors="replace"
+        )
         self._task: asyncio.Task[None] | None = None
 
     def _stderr_tail(self) -> str:
@@ -84,8 +87,8 @@ class Connection:
             await self.close()
             raise
         except Exception as exc:
-            await self.close()
             tail = self._stderr_tail()
+            await self.close()
             said = f"; its stderr ends with:\n{tail}" if tail else ""
             raise McpUnavailableError(
                 f"MCP server {self.spec.label!r} could not be started or reached: "
@@ -120,8 +123,6 @@ class Connection:
             self.broken = True
             if not self._ready.done():
                 self._ready.set_exception(McpUnavailableError("the connection was closed"))
-            with contextlib.suppress(OSError, ValueError):
-                self._errlog.close()
 
     async def close(self) -> None:
         """Tell the owner to close the session and the transport, and wait until it has."""
@@ -129,6 +130,7 @@ class Connection:
         self._stop.set()
         task = self._task
         if task is None or task.done():
+            self._close_errlog()
             return
         if not self._ready.done():
             task.cancel()  # still in the handshake: it would not see the stop until it ends
@@ -140,6 +142,11 @@ class Connection:
             raise  # the caller is being cancelled: the owner goes on closing by itself
         except Exception as exc:  # the owner logs its own end; a close never raises
             _log.debug("closing MCP connection %s: %s", self.spec.label, _describe(exc))
+        self._close_errlog()
+
+    def _close_errlog(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._errlog.close()
 
 
 class Link:

@@ -85,7 +85,7 @@ def parse_spec(
             argv = shlex.split(spec)
         except ValueError as exc:
             raise ConfigurationError("spec", spec, f"not a command line: {exc}") from None
-    elif isinstance(spec, Sequence) and not isinstance(spec, bytes):
+    elif isinstance(spec, Sequence):
         argv = list(spec)
         if not all(isinstance(a, str | os.PathLike) for a in argv):
             raise ConfigurationError("spec", spec, "an argv list holds strings only")

@@ -247,7 +247,9 @@ class McpServer:
     async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Observation:
         """Call MCP tool ``tool`` (its name on the server) and observe the answer.
 
-        Never raises for what the server does (as a read-only tool would be treated).
+        Never raises for what the server does (it is treated as a read-only tool). Outside
+        a run each call opens and closes its own connection; hold ``run_scope()`` to keep
+        one open over several calls.
         """
         return await self._observe(tool, tool, dict(arguments or {}), ledgered=False)
 
@@ -292,9 +294,9 @@ class McpServer:
                 raise McpConnectionLostError(str(error)) from error
             raise error
         if isinstance(error, TimeoutError):
-            assert self.timeout_s is not None
+            limit = self.timeout_s if self.timeout_s is not None else latency
             return Observation.timeout(
-                source=local, timeout_s=self.timeout_s, timestamp=now, latency_s=latency
+                source=local, timeout_s=limit, timestamp=now, latency_s=latency
             )
         what = "refused by its circuit breaker" if isinstance(error, CircuitOpenError) else ""
         text = str(error) or type(error).__name__
@@ -312,14 +314,15 @@ class McpServer:
         link: Link = self._links.here()
         async with link.lease():
             connection = await link.connection()
+            limit = self.timeout_s
             try:
-                if self.timeout_s is None:
+                async with asyncio.timeout(limit):  # None: the loop's own timeout applies
                     return await connection.session.call_tool(remote, arguments)
-                async with asyncio.timeout(self.timeout_s):
-                    return await connection.session.call_tool(remote, arguments)
-            except TimeoutError:
+            except TimeoutError as exc:
+                if limit is None:  # not ours: whatever timed out inside the transport
+                    return await self._fault(link, connection, remote, exc)
                 raise TimeoutError(
-                    f"{self.spec.label!r} did not answer {remote} within {self.timeout_s:g} s"
+                    f"{self.spec.label!r} did not answer {remote} within {limit:g} s"
                 ) from None
             except Exception as exc:
                 return await self._fault(link, connection, remote, exc)

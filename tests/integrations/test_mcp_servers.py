@@ -20,6 +20,7 @@ from closedloop.feedback import CircuitBreaker, CircuitState
 from closedloop.integrations import McpServer, mcp_server
 from closedloop.models import FunctionModel, ScriptedModel
 from closedloop.perception import EMPTY_MEANING
+from closedloop.policy import RetryPolicy, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from .conftest import BROKEN_SERVER, SHOP_SERVER, HttpServer, PidFile
 
@@ -126,6 +127,18 @@ async def test_an_irreversible_tool_goes_through_the_effect_ledger(
     ]
 
 
+async def test_an_irreversible_tool_that_refuses_leaves_a_failed_effect(
+    listed_shop: McpServer,
+) -> None:
+    agent = agent_on([listed_shop], call("place_order", item="apple", quantity=0), final("no"))
+    result = await agent.run("Order no apples.")
+    (refused,) = observations(result)
+    assert refused["status"] == "error" and "quantity must be positive" in refused["error"]
+    (record,) = await agent.store.record_list("ledger")
+    # The tool said it did not do it: not pending, so a corrected call may be made.
+    assert record.value["status"] == "failed"
+
+
 async def test_an_error_result_is_a_failed_observation_the_model_reads(
     listed_shop: McpServer,
 ) -> None:
@@ -222,6 +235,28 @@ async def test_an_irreversible_call_that_may_have_happened_stays_pending() -> No
     (record,) = await agent.store.record_list("ledger")
     assert record.value["status"] == "pending"
     assert record.value["attempts"] == 1  # never repeated: it might have run
+
+
+async def test_the_servers_retry_policy_reconnects_and_waits_through_the_injected_sleep() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    policy = RetryPolicy(
+        stop=stop_after_attempt(3),
+        wait=wait_fixed(5.0),
+        retry=retry_if_exception_type(ToolError),
+    )
+    server = broken(retry=policy, sleep=sleep)
+    server.tools()
+    async with server.run_scope():
+        died = await server.call("bye")  # the server exits on every try
+        assert server.connections()["opened"] == 3  # each retry started it again
+        after = await server.call("empty")
+    assert died.status == "error" and "broke during bye" in (died.error or "")
+    assert slept == [5.0, 5.0]
+    assert after.status == "empty"
 
 
 async def test_the_circuit_breaker_stops_calling_a_server_that_keeps_failing() -> None:

@@ -47,6 +47,8 @@ def search(prefix: str) -> list[str]:
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
 def place_order(item: str, quantity: int) -> dict[str, object]:
     """Place an order."""
+    if quantity < 1:
+        raise ToolError(f"quantity must be positive, got {quantity}")
     ORDERS.append({"item": item, "quantity": quantity})
     return {"order": len(ORDERS), "item": item, "quantity": quantity}
 

@@ -36,7 +36,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import (
     ActionTimeoutError,
@@ -46,7 +46,6 @@ from .._exceptions import (
 )
 from .._extras import require_extra
 from .._validation import require_positive
-from ..agent._tools import Tool
 from ..execution import AtomicAction, EffectClass
 from ..feedback import CircuitBreaker
 from ..perception import Observation
@@ -54,6 +53,9 @@ from ..policy import RetryPolicy, retry_async, retry_if_exception_type, stop_aft
 from ._mcp_link import Link, Links, McpConnectionLostError, McpUnavailableError
 from ._mcp_results import effect_of, result_observation
 from ._mcp_spec import ServerSpec, StdioSpec, parse_spec
+
+if TYPE_CHECKING:
+    from ..agent import Tool
 
 __all__ = ["DEFAULT_RETRY", "McpServer", "mcp_server"]
 
@@ -85,7 +87,7 @@ class McpServer:
         include: Iterable[str] | None = None,
         prefix: str = "",
         timeout_s: float | None = None,
-        connect_timeout_s: float = 15.0,
+        connect_timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         breaker: CircuitBreaker | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -191,6 +193,10 @@ class McpServer:
         return tuple(out)
 
     def _tool(self, mcp_tool: Any) -> Tool:
+        # The agent package loads here, when a server is listed, not with this package:
+        # the middleware and the decorator of closedloop.integrations do not need it.
+        from ..agent import Tool
+
         remote = str(mcp_tool.name)
         local = self.prefix + _NAME_RE.sub("_", remote)
         if not local[:1].isalpha():
@@ -387,7 +393,7 @@ def mcp_server(
     include: Iterable[str] | None = None,
     prefix: str = "",
     timeout_s: float | None = None,
-    connect_timeout_s: float = 15.0,
+    connect_timeout_s: float = 30.0,
     retry: RetryPolicy | None = None,
     breaker: CircuitBreaker | None = None,
     env: Mapping[str, str] | None = None,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp import types
 
 from closedloop import Agent, ConfigurationError
 from closedloop._extras import MissingExtraError
 from closedloop.agent import Tool, as_tool
+from closedloop.agent._actions import action_schema
 from closedloop.agent._tools import tools_by_name
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.integrations import McpServer, mcp_server
@@ -253,3 +255,30 @@ def test_names_the_server_does_not_have_are_refused() -> None:
 def test_a_fixed_timeout_replaces_the_loops_scheduled_one() -> None:
     (tool,) = mcp_server("python s.py", timeout_s=2.5)._build([listed("pay")])
     assert tool.fixed_timeout
+
+
+def test_an_mcp_input_schema_fits_the_strict_action_grammar() -> None:
+    # What SDK servers publish: generated titles, a nested model under $defs.
+    schema = {
+        "type": "object",
+        "title": "orderArguments",
+        "properties": {
+            "item": {"type": "string", "title": "Item"},
+            "address": {"$ref": "#/$defs/Address"},
+        },
+        "required": ["item", "address"],
+        "$defs": {
+            "Address": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            }
+        },
+    }
+    (order,) = mcp_server("python s.py")._build([types.Tool(name="order", input_schema=schema)])
+    strict = action_schema([order], strict=True)
+    jsonschema.validate(
+        {"tool": "order", "arguments": {"item": "pen", "address": {"city": "Oslo"}}}, strict
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool": "order", "arguments": {"item": "pen"}}, strict)

@@ -346,6 +346,23 @@ def test_walking_away_from_iter_sync_closes_the_server(
 
 
 @slow
+async def test_concurrent_runs_in_one_loop_share_one_connection(
+    listed_shop: McpServer, shop_pids: PidFile
+) -> None:
+    started = len(shop_pids.pids())
+    agents = [
+        agent_on(
+            [listed_shop], call("lookup", city="Paris"), call("search", prefix="b"), final("x")
+        )
+        for _ in range(3)
+    ]
+    results = await asyncio.gather(*(a.run("Paris?") for a in agents))
+    assert [r.success for r in results] == [True, True, True]
+    assert [observations(r)[1]["value"] for r in results] == [["banana"]] * 3
+    assert len(shop_pids.pids()) == started + 1 and shop_pids.alive() == []
+
+
+@slow
 def test_runs_in_threads_each_get_their_own_connection(
     listed_shop: McpServer, shop_pids: PidFile
 ) -> None:

@@ -44,6 +44,8 @@ HEAVY = (
     "redis",
     "ray",
     "langgraph",
+    "mcp",
+    "mcp_types",
     "opentelemetry",
     "tenacity",
     "prometheus_client",

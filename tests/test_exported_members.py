@@ -54,6 +54,7 @@ EXPECTED: dict[str, set[str]] = {
         "ToolError",
         "TransientModelError",
         "__version__",
+        "mcp_server",
         "run_agent",
         "stop_after_delay",
         "stop_after_steps",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .agent import stop_on_no_progress as stop_on_no_progress
     from .agent import stop_on_repeats as stop_on_repeats
     from .agent import tool as tool
+    from .integrations import mcp_server as mcp_server
 
 __version__ = "0.1.0"
 
@@ -61,7 +62,10 @@ _agent_all = [
     "tool",
 ]
 
-__all__ = sorted(["__version__", *_exceptions_all, *_agent_all])
+# Tools from an MCP server, beside ``tool``: ``Agent(model, tools=[mcp_server("..."), f])``.
+_integrations_all = ["mcp_server"]
+
+__all__ = sorted(["__version__", *_exceptions_all, *_agent_all, *_integrations_all])
 
 
 def __getattr__(name: str) -> Any:
@@ -70,4 +74,8 @@ def __getattr__(name: str) -> Any:
         from . import agent
 
         return getattr(agent, name)
+    if name in _integrations_all:
+        from . import integrations
+
+        return getattr(integrations, name)
     raise AttributeError(f"module 'closedloop' has no attribute {name!r}")

@@ -9,9 +9,9 @@ import closedloop.integrations as integrations
 
 EXPECTED = {
     "DEFAULT_GAINS", "EMPTY_ERROR", "EXCEPTION_ERROR", "ClosedLoopMiddleware", "ControlContext",
-    "ControlLoop", "ControlRecord", "Controlled", "Invocation", "check_error", "controlled",
-    "default_metric", "default_route_key", "inject_rigour", "json_metric", "rigour_prompt",
-    "status_error", "strip_rigour",
+    "ControlLoop", "ControlRecord", "Controlled", "Invocation", "McpServer", "check_error",
+    "controlled", "default_metric", "default_route_key", "inject_rigour", "json_metric",
+    "mcp_server", "rigour_prompt", "status_error", "strip_rigour",
 }  # fmt: skip
 
 
@@ -29,13 +29,13 @@ def test_exported_members_are_pinned_and_sorted() -> None:
             assert obj.__module__ == "closedloop.integrations", name
 
 
-def test_the_package_and_the_core_do_not_import_langgraph() -> None:
+def test_the_package_and_the_core_do_not_import_langgraph_or_mcp() -> None:
     # A fresh interpreter: other tests in this process may have imported langgraph.
     code = (
         "import sys, closedloop, closedloop.control, closedloop.perception, "
         "closedloop.integrations\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('langgraph', 'langchain_core', 'fastapi', 'starlette'))\n"
+        "('langgraph', 'langchain_core', 'fastapi', 'starlette', 'mcp', 'mcp_types'))\n"
         "print(','.join(bad))"
     )
     out = subprocess.run(

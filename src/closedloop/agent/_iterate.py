@@ -2,19 +2,22 @@
 
 Every way out is a recorded end: the last step's halt, a stop before the first step,
 the caller walking away (``cancelled``) or an exception (``error``, with the exception in
-the result; only a ``BaseException`` such as ``KeyboardInterrupt`` is re-raised).
+the result; only a ``BaseException`` such as ``KeyboardInterrupt`` is re-raised). What the
+tools share for the run (their ``scope``: a connection to an MCP server) is entered before
+the first step and left on every one of these ways out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from ._halt_error import end_with_error
 from ._modes import step
 from ._records import HaltReason, RunResult, StepRecord
 from ._run import Run
+from ._tools import Tool
 
 __all__ = ["AgentRun", "drive"]
 
@@ -57,23 +60,38 @@ class AgentRun:
         await self.aclose()
 
 
+async def _enter_scopes(stack: contextlib.AsyncExitStack, tools: Iterable[Tool]) -> None:
+    seen: set[int] = set()
+    for tool in tools:
+        if tool.scope is not None and id(tool.scope) not in seen:
+            seen.add(id(tool.scope))
+            await stack.enter_async_context(tool.scope.run_scope())
+
+
 async def drive(run: Run) -> AsyncIterator[StepRecord]:
+    scopes = contextlib.AsyncExitStack()
     try:
-        halt = run.stop_reason()
-        if halt is not None:
-            await run.finish(halt)
-            return
-        while run.result is None:
-            yield await step(run)
-    except (GeneratorExit, asyncio.CancelledError):
-        if run.result is None:
-            with contextlib.suppress(Exception):
-                await run.finish(HaltReason.CANCELLED, message="the run was stopped from outside")
-        raise
-    except Exception as exc:  # every exception inside a run ends it as error, in the result
-        await end_with_error(run, exc)
-    except BaseException as exc:
-        if run.result is None:
-            with contextlib.suppress(Exception):
-                await run.finish(HaltReason.ERROR, message=f"{type(exc).__name__}: {exc}")
-        raise
+        try:
+            await _enter_scopes(scopes, run.settings.tools.values())
+            halt = run.stop_reason()
+            if halt is not None:
+                await run.finish(halt)
+                return
+            while run.result is None:
+                yield await step(run)
+        except (GeneratorExit, asyncio.CancelledError):
+            if run.result is None:
+                with contextlib.suppress(Exception):
+                    await run.finish(
+                        HaltReason.CANCELLED, message="the run was stopped from outside"
+                    )
+            raise
+        except Exception as exc:  # every exception inside a run ends it as error, in the result
+            await end_with_error(run, exc)
+        except BaseException as exc:
+            if run.result is None:
+                with contextlib.suppress(Exception):
+                    await run.finish(HaltReason.ERROR, message=f"{type(exc).__name__}: {exc}")
+            raise
+    finally:
+        await scopes.aclose()  # the tools' shared resources, on every way out

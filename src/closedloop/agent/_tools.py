@@ -5,6 +5,11 @@ pydantic), a function marked with ``@tool(...)``, an :class:`~closedloop.executi
 an OpenAI-style function schema with an executor, or a perception ``HttpTool``. Every one
 becomes a :class:`Tool` whose ``action`` is an ``AtomicAction`` run through the execution
 layer, and whose answers become :class:`~closedloop.perception.Observation`s.
+
+A toolset (an object with a ``__closedloop_tools__()`` method, such as an MCP server from
+:mod:`closedloop.integrations`) expands into several tools in a tool list. Tools that share
+a resource for the length of a run (a connection) name it as their ``scope``: the run
+enters it before its first step and leaves it on every way out.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import re
 import string
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -28,6 +34,7 @@ from ..perception import HttpTool, Observation
 from ..perception._paths import is_blank
 
 __all__ = [
+    "RunScope",
     "Tool",
     "as_tool",
     "requires_nonempty",
@@ -38,8 +45,21 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__closedloop_tool__"
+_TOOLSET = "__closedloop_tools__"
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 RESERVED_NAMES = frozenset({"final", "final_answer", "plan"})
+
+
+@runtime_checkable
+class RunScope(Protocol):
+    """A resource tools share for the length of a run, such as a connection to a server.
+
+    A run enters ``run_scope()`` before its first step and leaves it when the run ends,
+    whichever way it ends (an answer, an error, a cancel), so what it holds lives no longer
+    than the runs that use it.
+    """
+
+    def run_scope(self) -> AbstractAsyncContextManager[object]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +71,8 @@ class Tool:
     which the tool may run (None: any). ``depends_on`` names tools whose latest answer
     must be a non-empty, usable observation before this one may run: an empty answer is
     "no match found", never "no constraint". ``fills`` maps required task fields to dotted
-    paths in this tool's answer (``""`` is the whole value).
+    paths in this tool's answer (``""`` is the whole value). ``scope`` is a resource the
+    tool needs while a run lasts (:class:`RunScope`), shared by the tools of one server.
     """
 
     name: str
@@ -63,6 +84,7 @@ class Tool:
     depends_on: tuple[str, ...] = ()
     fills: Mapping[str, str] = field(default_factory=dict)
     fixed_timeout: bool = False
+    scope: RunScope | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -395,6 +417,10 @@ def as_tool(obj: Any, **options: Any) -> Tool:
         raise ConfigurationError(
             "tool", obj, "an OpenAI-style schema needs its executor: pass (schema, executor)"
         )
+    if callable(getattr(obj, _TOOLSET, None)):
+        raise ConfigurationError(
+            "tool", obj, "is a toolset of several tools: pass it in the tools list"
+        )
     if callable(obj):
         return _from_callable(obj, options)
     raise ConfigurationError("tool", obj, "is not a callable, Tool, AtomicAction or HttpTool")
@@ -411,10 +437,19 @@ def tools_by_name(tools: Iterable[Any] | Mapping[str, Any]) -> dict[str, Tool]:
         items = [(None, t) for t in tools]
     out: dict[str, Tool] = {}
     for key, item in items:
-        built = as_tool(item) if key is None else as_tool(item, name=key)
-        if built.name in out:
-            raise ConfigurationError("tools", built.name, "two tools share this name")
-        out[built.name] = built
+        expand = getattr(item, _TOOLSET, None)
+        if callable(expand) and not isinstance(item, Tool):
+            if key is not None:
+                raise ConfigurationError(
+                    "tools", key, "a toolset expands into several tools: list it, do not name it"
+                )
+            built_tools = [as_tool(t) for t in expand()]
+        else:
+            built_tools = [as_tool(item) if key is None else as_tool(item, name=key)]
+        for built in built_tools:
+            if built.name in out:
+                raise ConfigurationError("tools", built.name, "two tools share this name")
+            out[built.name] = built
     return out
 
 

@@ -9,8 +9,10 @@ Three ways in, from the lightest:
 * the middleware: :class:`ClosedLoopMiddleware` does the same per route of an ASGI app
   (FastAPI, Starlette) and passes the settings to handlers and clients.
 
-A LangGraph adapter lives in :mod:`closedloop.integrations.langgraph` (optional extra
-``langgraph``); it is not imported here. All of them share :class:`ControlLoop`: one PID
+Tools from Model Context Protocol servers come in through :func:`mcp_server` (optional
+extra ``mcp``, imported only when a server is used). A LangGraph adapter lives in
+:mod:`closedloop.integrations.langgraph` (optional extra ``langgraph``); it is not imported
+here. All of them share :class:`ControlLoop`: one PID
 per key, one actuator schedule, one history of :class:`ControlRecord`.
 
 This package sits at the edge: it imports the core, the core never imports it.
@@ -23,6 +25,7 @@ from types import FunctionType
 from ._asgi import ClosedLoopMiddleware, default_route_key
 from ._decorator import Controlled, controlled
 from ._loop import DEFAULT_GAINS, ControlContext, ControlLoop, ControlRecord
+from ._mcp import McpServer, mcp_server
 from ._metrics import (
     EMPTY_ERROR,
     EXCEPTION_ERROR,
@@ -44,12 +47,14 @@ __all__ = [
     "ControlRecord",
     "Controlled",
     "Invocation",
+    "McpServer",
     "check_error",
     "controlled",
     "default_metric",
     "default_route_key",
     "inject_rigour",
     "json_metric",
+    "mcp_server",
     "rigour_prompt",
     "status_error",
     "strip_rigour",

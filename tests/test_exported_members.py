@@ -169,6 +169,7 @@ EXPECTED: dict[str, set[str]] = {
         "PlainView",
         "PlanStep",
         "Prewarm",
+        "HealthSettings",
         "ReadRetry",
         "RequiredField",
         "ReviewRequest",

@@ -19,6 +19,7 @@ from types import FunctionType
 from ._agent import Agent
 from ._control import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
 from ._coordinator import Coordinator, CoordinatorDecision, SubAgentReport
+from ._health import HealthSettings
 from ._inflight import Budget
 from ._iterate import AgentRun
 from ._options import (
@@ -80,6 +81,7 @@ __all__ = [
     "Fingerprint",
     "FingerprintCache",
     "HaltReason",
+    "HealthSettings",
     "JsonlTrace",
     "LoopState",
     "MemoryTrace",

@@ -35,6 +35,7 @@ from ..models import Model, ModelLadder, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
 from ._halt_error import end_with_error
+from ._health import ToolHealth
 from ._inflight import Budget
 from ._iterate import AgentRun, drive
 from ._options import (
@@ -222,6 +223,9 @@ class Agent(Generic[OutputT]):
             names = (self.settings.control.namespace, "successes")
             bank_store = DeferredRecords(self.store, names)
         self._bank = ControllerBank(self.settings.control, bank_store)
+        health = self.settings.control.health
+        # Tool health outlives a run: a service found down stays down for the next one.
+        self._health = None if health is None else ToolHealth(health, self.settings.clock)
 
     def __repr__(self) -> str:
         return (
@@ -446,6 +450,7 @@ class Agent(Generic[OutputT]):
             budget=budget,
             cancel=cancel,
             bank=self._bank,
+            health=self._health,
             confirmation=confirmation,
         )
 

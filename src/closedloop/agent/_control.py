@@ -47,6 +47,7 @@ from ..control import (
 from ..decision import RuleGate
 from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus, error_edit_distance
+from ._health import HealthSettings
 from ._records import ActionCall
 from ._state import resolve_path
 
@@ -159,7 +160,9 @@ class ControlConfig:
     known cause of a failed read (back off on a 429, retry a 5xx later, widen a timeout,
     refresh a stale answer) whose confidence clears :meth:`RuleGate.threshold` of the
     tool's recent error makes the next call itself, without a model call. None: the rules'
-    advice only reaches the model as a note.
+    advice only reaches the model as a note. ``health`` keeps a circuit breaker and a p95
+    latency per tool across the agent's runs (:class:`HealthSettings`): no call into a tool
+    taken as down, and the tool's timeout from its measured latency.
     """
 
     kp: float = 0.8
@@ -197,6 +200,7 @@ class ControlConfig:
     end_when_complete: bool = True
     completion_predicate: Callable[[ActionCall, Observation], bool] | None = None
     rule_gate: RuleGate | None = None
+    health: HealthSettings | None = None
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -235,6 +239,8 @@ class ControlConfig:
             )
         if self.rule_gate is not None and not isinstance(self.rule_gate, RuleGate):
             raise ConfigurationError("rule_gate", self.rule_gate, "must be a RuleGate or None")
+        if self.health is not None and not isinstance(self.health, HealthSettings):
+            raise ConfigurationError("health", self.health, "must be HealthSettings or None")
         object.__setattr__(self, "metrics", dict(self.metrics))
         if self.prior_f_est is not None:
             require_unit_interval("prior_f_est", self.prior_f_est)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._exceptions import (
+    CircuitOpenError,
     ModelAuthError,
     ModelError,
     ModelLoadError,
@@ -46,7 +47,9 @@ from ..policy import (
     wait_fixed,
     when,
 )
+from ._health import ToolHealth
 from ._inflight import Budget, race
+from ._reads import is_transient
 from ._records import ActionCall, HaltReason, RungUsage, RunUsageSummary
 from ._repeats import action_signature
 from ._settings import LoopSettings
@@ -112,6 +115,7 @@ class RunContext(Protocol):
     deadline_s: float
     confirmation: Confirmation | None
     last_errors: dict[str, float]
+    health: ToolHealth | None
 
     def elapsed(self) -> float: ...
 
@@ -396,8 +400,30 @@ class ToolPort:
         """
         run = self._run
         action = tool.action
+        health = run.health
+
+        def tool_down() -> ActionOutcome | None:
+            # No request into a tool taken as down (its breaker is open).
+            down = None if health is None else health.refused(tool.name)
+            if down is None:
+                return None
+            return ActionOutcome(
+                action=tool.name,
+                task_id=run.state.task_id,
+                step=run.state.step,
+                effect=tool.effect,
+                status=OutcomeStatus.PRECONDITION_FAILED,
+                error=CircuitOpenError(down),
+            )
+
+        refused = tool_down()
+        if refused is not None:
+            now = run.settings.wall_clock()
+            return ToolRun(outcome_observation(refused, tool.name, now), refused, None, ())
+        measured = None if health is None else health.timeout_s(tool.name)
         if not tool.fixed_timeout:
-            action = action.with_timeout(max(0.001, settings.timeout_ms / 1000.0))
+            timeout_s = settings.timeout_ms / 1000.0 if measured is None else measured
+            action = action.with_timeout(max(0.001, timeout_s))
         policy = run.settings.read_retry
         read = tool.effect is EffectClass.RECOMPUTABLE
         budget = 1 + int(settings.max_retries)
@@ -418,6 +444,11 @@ class ToolPort:
             retry = RetryPolicy(
                 stop_after_attempt(max(1, budget - used)), executor_wait, executor_retry
             )
+            refused = tool_down()
+            if refused is not None:  # the breaker opened on an earlier attempt
+                outcome = refused
+                return outcome_observation(refused, tool.name, run.settings.wall_clock())
+            started = run.settings.clock()
             outcome, halt = await race(
                 self.executor.execute(
                     action,
@@ -433,7 +464,14 @@ class ToolPort:
             if outcome is None:
                 return None
             used += max(1, outcome.attempts)
-            return outcome_observation(outcome, tool.name, run.settings.wall_clock())
+            answer = outcome_observation(outcome, tool.name, run.settings.wall_clock())
+            if health is not None:
+                health.record(
+                    tool.name,
+                    latency_s=run.settings.clock() - started,
+                    failed=is_transient(answer),
+                )
+            return answer
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
             # Why this answer is worth asking again (the retry slot) and after how long.

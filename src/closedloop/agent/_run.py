@@ -20,6 +20,7 @@ from ..perception import Observation, ObservationStatus
 from ._actuators import Actuators, Controllers
 from ._control import ControllerBank, TaskControl
 from ._deferred import DeferredRecords
+from ._health import ToolHealth
 from ._inflight import Budget, cancel_waiter
 from ._io import ModelPort, ToolPort
 from ._protocols import SuccessMemory, same_value
@@ -58,8 +59,10 @@ class Run:
         cancel: Any,
         bank: ControllerBank,
         confirmation: Confirmation | None = None,
+        health: ToolHealth | None = None,
     ) -> None:
         self.settings = settings
+        self.health = health  # the agent's tool breakers and latencies, if it keeps them
         self.task = task
         self.state = state
         self.handle = handle

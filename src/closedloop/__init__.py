@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .agent import tool as tool
 
 __version__ = "0.1.0"
+"""The version of this closedloop release."""
 
 _agent_all = [
     "Agent",

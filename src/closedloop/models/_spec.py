@@ -30,6 +30,7 @@ SPEC_FORMS = (
     "openai:MODEL (e.g. openai:gpt-4o-mini; key from OPENAI_API_KEY)",
     "openai-compatible:http://HOST:PORT/v1#MODEL",
 )
+"""Every form a model spec may take, as listed in the error of a bad spec."""
 
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 _OPENAI_URL = "https://api.openai.com/v1"

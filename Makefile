@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml bench/pyproject.toml | $(BIN)/python
 
 setup: system-deps $(STAMP) models
 
-# Debian packages the tests drive for real (headless chromium for the dashboard test,
-# redis-server for the shared store).
+# Debian packages the tests drive for real (chromium, redis-server, node, curl, jq; see
+# the script). A test whose tool is missing fails rather than skips.
 system-deps:
 	bash scripts/install_system_deps.sh
 

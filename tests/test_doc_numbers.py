@@ -106,9 +106,7 @@ def test_the_check_catches_a_drifted_number() -> None:
     numbers = numbers_in({"success": 0.4, "calls": 3.2, "tokens": 3239.0, "ok": [2, 5]})
     good = [["closed", "2/5", "40 %", "3.2", "3,239"]]
     assert missing_numbers(good, numbers) == []
-    assert missing_numbers([["closed", "2/5", "45 %", "3.2", "3,239"]], numbers) == [
-        "'closed': 45"
-    ]
+    assert missing_numbers([["closed", "2/5", "45 %", "3.2", "3,239"]], numbers) == ["'closed': 45"]
     assert missing_numbers([["closed", "3.3"]], numbers) == ["'closed': 3.3"]
     # Labels and targets are not quoted numbers.
     assert missing_numbers([["PID kp=2.5", "≤ 2", "frozen (u = 0.5)"]], numbers) == []

@@ -15,6 +15,7 @@ shell fence (```bash, ```sh ...) fails: it would look tested without being run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -184,13 +185,39 @@ def test_console_blocks_run(block: Block, tmp_path: Path) -> None:
     try:
         out, err = process.communicate(timeout=300)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group is gone: nothing was left
             os.killpg(process.pid, signal.SIGTERM)  # whatever the block left running
-        except ProcessLookupError:
-            pass
         if process.poll() is None:
             process.kill()
             process.communicate()
     assert process.returncode == 0, f"{block.where} failed:\n{out[-3000:]}\n{err[-3000:]}"
     absent = [line for line in shown if not printed(line, out)]
     assert absent == [], f"{block.where}: not printed: {absent}\n--- printed:\n{out[-3000:]}"
+
+
+# The Debian package each tool the tests call comes in.
+PACKAGE_OF = {
+    "redis-server": "redis-server",
+    "node": "nodejs",
+    "chromium": "chromium",
+    "chromedriver": "chromium-driver",
+    "curl": "curl",
+    "jq": "jq",
+    "bash": "bash",
+}
+
+
+def test_the_system_deps_script_installs_every_tool_the_tests_use() -> None:
+    script = (REPO / "scripts" / "install_system_deps.sh").read_text(encoding="utf-8")
+    listed = re.search(r"^packages=\(([^)]*)\)", script, re.M)
+    assert listed, "scripts/install_system_deps.sh lists no packages"
+    packages = set(listed.group(1).split()) | {"bash"}  # bash runs the script itself
+    named: set[str] = set(TOOLS)
+    for path in (REPO / "tests").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        named |= set(re.findall(r"shutil\.which\(\"([\w.-]+)\"\)", text))
+        named |= set(re.findall(r"\"/usr/bin/([\w.-]+)\"", text))
+    unknown = sorted(t for t in named if t not in PACKAGE_OF)
+    assert unknown == [], f"tools the tests call with no package here: {unknown}"
+    missing = sorted({PACKAGE_OF[t] for t in named} - packages)
+    assert missing == [], f"scripts/install_system_deps.sh does not install {missing}"

@@ -37,9 +37,7 @@ def test_readme_has_python_examples() -> None:
 
 
 @pytest.mark.parametrize("page", [p for p in _pages() if _blocks(p)], ids=_name)
-def test_readme_examples_run(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readme_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CLOSEDLOOP_HOME", str(tmp_path / "home"))
     namespace: dict[str, object] = {"__name__": "__readme__"}

@@ -4,6 +4,7 @@ mkdocstrings renders what it finds and stays silent about a name with no docstri
 `mkdocs build --strict` alone would publish an empty entry. This module is both a mkdocs
 hook (``hooks:`` in mkdocs.yml: a missing docstring is logged as a warning, which strict
 mode turns into a failed build) and the check ``tests/test_api_docs.py`` runs directly.
+As a hook it also shows the Sphinx roles of the docstrings (``:class:`X```) as the name.
 
 A name counts as documented when the object it names carries its own docstring: a class
 or a function its ``__doc__`` (not the signature a dataclass writes for itself, not one
@@ -17,6 +18,7 @@ import dataclasses
 import importlib
 import inspect
 import logging
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -90,6 +92,16 @@ def missing_docstrings(modules: Iterable[str] = PUBLIC_MODULES) -> list[str]:
             if not (doc or "").strip():
                 missing.append(f"{module_name}.{name}")
     return missing
+
+
+# The docstrings name other objects with Sphinx roles (":class:`Agent`"); Markdown renders
+# the backticks as code and leaves the role in front. The page shows the name alone.
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj|const):(<code>)~?")
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    """The mkdocs hook: drop the Sphinx role in front of a name the docstrings cite."""
+    return _ROLE.sub(r"\1", html)
 
 
 def on_pre_build(config: Any) -> None:

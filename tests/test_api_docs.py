@@ -74,6 +74,7 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-4000:]
     reference = (tmp_path / "site" / "reference" / "agent.html").read_text(encoding="utf-8")
     assert 'id="closedloop.agent.Agent"' in reference  # the API reference was generated
+    assert ":class:<code>" not in reference  # the docstrings' roles show as the names
 
 
 @pytest.mark.timeout(120)

@@ -92,3 +92,17 @@ def test_strict_mode_fails_on_a_broken_link(tmp_path: Path) -> None:
     built = _mkdocs(config, tmp_path / "site")
     assert built.returncode != 0
     assert "nowhere.md" in built.stderr
+
+
+def test_the_build_hook_warns_on_each_missing_docstring(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A warning is what --strict turns into a failed build (mkdocs counts its loggers').
+    check = _docs_check()
+    monkeypatch.setattr(check, "missing_docstrings", lambda: ["closedloop.models.X"])
+    with caplog.at_level("WARNING", logger="mkdocs.plugins.closedloop"):
+        check.on_pre_build(config=None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "public name without a docstring: closedloop.models.X"
+    ]
+    assert caplog.records[0].name.startswith("mkdocs.")

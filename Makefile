@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 EXTRAS ?= dev,models,local,server,langgraph,refine,plots,otel,redis,ray,mcp,docs
 BENCH_EXTRAS ?= langgraph,ray,adversarial
 
-.PHONY: all setup system-deps test lint typecheck pytest demo bench models clean
+.PHONY: all setup system-deps test lint typecheck docs pytest demo bench models clean
 
 all: test
 
@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml bench/pyproject.toml | $(BIN)/python
 
 setup: system-deps $(STAMP) models
 
-# Debian packages the tests drive for real (headless chromium for the dashboard test,
-# redis-server for the shared store).
+# Debian packages the tests drive for real (chromium, redis-server, node, curl, jq; see
+# the script). A test whose tool is missing fails rather than skips.
 system-deps:
 	bash scripts/install_system_deps.sh
 
@@ -40,10 +40,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml): strict, so a broken link or a public name without a
+# docstring fails the build. The pages land in site/ (ignored by git).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-test: setup lint typecheck pytest
+test: setup lint typecheck docs pytest
 
 demo: $(STAMP) models
 	$(BIN)/closedloop demo --results bench/results/demo.json
@@ -52,4 +57,4 @@ bench: setup
 	$(BIN)/python bench/control_overhead.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

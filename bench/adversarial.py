@@ -1,7 +1,8 @@
 """The adversarial suite: bad input, faults and attacks; writes bench/results/adversarial.json.
 
 Usage: python bench/adversarial.py [--cases N] [--episodes E] [--tasks T] [--out PATH]
-The README's reliability table comes from ``--cases 10000``; the default is a CI-sized run.
+The reliability table (docs/benchmarks/reliability.md) comes from ``--cases 10000``; the default
+is a CI-sized run.
 """
 
 from __future__ import annotations

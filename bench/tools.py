@@ -31,7 +31,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "tools"
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench/tools.py", description=__doc__.split("\n")[0])
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--tasks", type=Path, help="a JSONL task file (format: README)")
+    source.add_argument("--tasks", type=Path, help="a JSONL task file (docs/benchmarks/tools.md)")
     source.add_argument(
         "--split", choices=("dev", "eval"), default="dev", help="a generated split (default dev)"
     )

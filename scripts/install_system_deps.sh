@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# System packages the test suite needs: Debian's chromium and its matching chromedriver
-# (the dashboard's real-browser test drives them; no browser is ever downloaded by a tool) and
-# redis-server (the Redis store's tests start their own server on a free loopback port).
+# System packages the test suite needs, every one of them: a test whose tool is missing fails
+# (it never skips), naming this script. Debian's chromium and its matching chromedriver (the
+# dashboard's real-browser test drives them; no browser is ever downloaded by a tool),
+# redis-server (the Redis store's tests start their own server on a free loopback port),
+# nodejs (the dashboard's plain-language script runs in node), and curl and jq (the shell
+# sessions of the README and the docs run as written).
 # Idempotent and quiet when everything is already installed; needs root (or sudo) otherwise.
 set -euo pipefail
 
-packages=(chromium chromium-driver redis-server)
+packages=(chromium chromium-driver redis-server nodejs curl jq)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .integrations import mcp_server as mcp_server
 
 __version__ = "0.1.0"
+"""The version of this closedloop release."""
 
 _agent_all = [
     "Agent",

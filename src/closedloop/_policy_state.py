@@ -22,6 +22,7 @@ PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
     NotImplementedError,
     ConfigurationError,
 )
+"""Exceptions that mean the code is wrong, not the world: never retried."""
 
 
 def _default_rng() -> random.Random:

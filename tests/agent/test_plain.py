@@ -106,7 +106,7 @@ def test_the_dashboard_script_says_the_same_as_the_report() -> None:
 
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed: the dashboard script cannot run here")
+        pytest.fail("node is missing: run scripts/install_system_deps.sh")
     script = Path(closedloop.server.__file__).parent / "static" / "plain.js"
     steps = [
         record(0, error=0.9, pid_components=(0.7, 0.05, 0.2), control=0.9, f_est=0.1),

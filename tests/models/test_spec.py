@@ -12,6 +12,7 @@ from closedloop import ConfigurationError, InvalidModelSpecError, ModelNotAvaila
 from closedloop.models import (
     FREE,
     LocalLlama,
+    ModelRequest,
     ModelSpec,
     OpenAICompatible,
     load_model,
@@ -38,6 +39,7 @@ from closedloop.models import (
             "openai-compatible:https://host.example/v1/#org/llama-3.1:8b",
             ModelSpec("openai-compatible", "org/llama-3.1:8b", base_url="https://host.example/v1"),
         ),
+        ("test:oracle", ModelSpec("test", "oracle")),
     ],
 )
 def test_valid_specs_parse(spec: str, expected: ModelSpec) -> None:
@@ -51,6 +53,7 @@ def test_valid_specs_parse(spec: str, expected: ModelSpec) -> None:
         "local:/m/x.gguf",
         "openai:gpt-4o",
         "openai-compatible:http://127.0.0.1:8080/v1#m",
+        "test:oracle",
     ],
 )
 def test_specs_round_trip_through_str(spec: str) -> None:
@@ -67,6 +70,7 @@ def test_specs_round_trip_through_str(spec: str) -> None:
         ("local:qwen7b", "neither a built-in"),
         ("local:/x/model.bin", "neither a built-in"),
         ("anthropic:claude", "unknown kind"),
+        ("test:nope", "not a test model"),
         ("openai: gpt", "not a model name"),
         ("openai-compatible:http://127.0.0.1:8080/v1", "URL#MODEL"),
         ("openai-compatible:http://127.0.0.1:8080/v1#", "not a model name"),
@@ -165,3 +169,24 @@ def test_openai_compatible_spec_builds_an_unpriced_adapter(monkeypatch: pytest.M
     assert isinstance(model, OpenAICompatible)
     assert (model.base_url, model.model, model.price) == ("http://127.0.0.1:8080/v1", "smol", None)
     assert model.name == "openai-compatible:http://127.0.0.1:8080/v1#smol"
+
+
+async def test_the_test_spec_loads_an_offline_model_that_names_no_action() -> None:
+    # Wherever load_model is used (the Agent, a ladder, the service), test:oracle resolves.
+    model = load_model("test:oracle")
+    assert model.name == "test:oracle"
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    completion = await model.complete(
+        [{"role": "user", "content": "Which city?"}], ModelRequest(response_schema=schema)
+    )
+    assert completion.parsed is None and completion.text
+    with pytest.raises(ConfigurationError, match="test models take no options"):
+        load_model("test:oracle", n_threads=1)
+
+
+def test_an_agent_named_by_the_test_spec_runs_offline_to_a_named_halt() -> None:
+    from closedloop import Agent
+
+    result = Agent("test:oracle").run_sync("What is 2 + 3?")
+    assert result.halt_reason in {"no_progress", "repeated_action", "step_limit", "handover"}
+    assert not result.success

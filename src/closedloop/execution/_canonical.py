@@ -35,6 +35,8 @@ JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | Non
 DEFAULT_VOLATILE_FIELDS: frozenset[str] = frozenset(
     {"request_id", "trace_id", "span_id", "timestamp", "sent_at"}
 )
+"""Argument fields left out of an effect's key: they change on every call of the same
+logical effect."""
 
 # Beyond 2**53 floats no longer name distinct integers, so leave such floats alone.
 _EXACT_FLOAT_INT = 2.0**53

@@ -48,6 +48,7 @@ SYSTEM_PROMPT = (
     "You are an expert Python programmer. Write correct, complete, self-contained Python "
     "code. Answer with a single ```python code block."
 )
+"""The generator's system prompt, shared by every strategy's round 1."""
 ANSWER = "Answer with the complete corrected code in a single ```python block."
 # Small models pad answers with demo prints until the token limit cuts them off.
 PRECISE_ANSWER = (

@@ -66,6 +66,7 @@ Answer with one Python code block.""",
         Check("T5", "to_list(merge_two_lists(from_list([2, 2, 2]), None)) == [2, 2, 2]"),
     ),
 )
+"""Refinement task: merge two sorted linked lists (5 checks)."""
 
 SPIRAL_MATRIX = CodeTask(
     name="spiral_matrix",
@@ -111,6 +112,7 @@ Answer with one Python code block.""",
         ),
     ),
 )
+"""Refinement task: a matrix's elements in spiral order (10 checks)."""
 
 LRU_CACHE = CodeTask(
     name="lru_cache",
@@ -177,6 +179,7 @@ Answer with one Python code block.""",
         ),
     ),
 )
+"""Refinement task: an LRU cache class (10 checks)."""
 
 _FAKE_CLOCK = '''\
 class FakeClock:
@@ -281,6 +284,7 @@ Answer with one Python code block.""",
         ),
     ),
 )
+"""Refinement task: a TTL cache class on an injected clock (10 checks)."""
 
 SEED_TASKS: tuple[CodeTask, ...] = (MERGE_SORTED_LISTS, SPIRAL_MATRIX, LRU_CACHE, TTL_CACHE)
 """The four tasks, in order of difficulty."""

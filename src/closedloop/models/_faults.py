@@ -63,6 +63,8 @@ DRIFT_KINDS: tuple[FaultKind, ...] = (
     FaultKind.DROP_FIELD,
     FaultKind.TRUNCATE,
 )
+"""The format-drift faults: prose around the JSON, a code fence, a renamed or dropped
+field, truncation."""
 _STRUCTURAL = frozenset({FaultKind.RENAME_FIELD, FaultKind.DROP_FIELD})
 _DECOYS = ("北京", "广州", "London", "unknown", "N/A")
 
@@ -123,6 +125,7 @@ FAULT_PROFILES: Mapping[str, FaultProfile] = MappingProxyType(
         ),
     }
 )
+"""The named fault profiles (``none``, ``seed000``, ``harsh`` ...), by name."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,8 @@ from ._usage import Price, UsageMeter
 __all__ = ["OpenAICompatible", "StructuredOutput"]
 
 StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "json_object", "prompt"]
+"""How an OpenAI-compatible server is asked for JSON: a fixed form, or ``auto`` to step
+down from ``json_schema`` to a prompt until the server accepts one."""
 _LADDER: tuple[StructuredOutput, ...] = (
     "json_schema",
     "json_object_schema",

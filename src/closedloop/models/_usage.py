@@ -61,6 +61,7 @@ PRICES: Mapping[str, Price] = MappingProxyType(
         "gpt-3.5-turbo": Price(0.50, 1.50),
     }
 )
+"""List prices of OpenAI models (USD per million tokens in and out), used by ``load_model``."""
 
 
 def price_for(model: str, table: Mapping[str, Price] = PRICES) -> Price | None:

@@ -23,6 +23,7 @@ _log = logging.getLogger("closedloop.perception")
 # One class for a 429 across the package: the one the healing policy subscribes to.
 PerceptionEvent = RateLimited
 EventListener = Callable[[PerceptionEvent], Awaitable[None] | None]
+"""A callback a tool calls with each perception event; it may be sync or async."""
 
 
 def check_listeners(

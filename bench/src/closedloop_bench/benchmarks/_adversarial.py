@@ -117,7 +117,7 @@ def bad_input(cases: int, root: Path, salt: int = 0) -> dict[str, Tally]:
 
 
 def reliability_table(report: dict[str, Any]) -> str:
-    """The README's table: cases tried per category, failures, duplicates, state lost."""
+    """The reliability table (docs/benchmarks/reliability.md): cases, failures, duplicates."""
     lines = [
         "| category | cases | failed (of which known limits) | effects duplicated | state lost |",
         "|---|---:|---:|---:|---:|",

@@ -267,7 +267,8 @@ def overhead(
 @app.command("tools")
 def tools(
     tasks: Annotated[
-        Path | None, typer.Option(help="A JSONL task file (format: the README); default: --split.")
+        Path | None,
+        typer.Option(help="A JSONL task file (docs/benchmarks/tools.md); default: --split."),
     ] = None,
     split: Annotated[str, typer.Option(help="A generated split: dev or eval.")] = "dev",
     limit: Annotated[

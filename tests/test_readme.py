@@ -1,13 +1,15 @@
 """Every ```python block in README.md and docs/**/*.md runs (docs cannot rot).
 
 Each page's blocks run in order, in one namespace per page, in a fresh directory with
-its own ``CLOSEDLOOP_HOME``; a block's own asserts are the checks.
+its own ``CLOSEDLOOP_HOME`` and a copy of ``examples/`` (pages say "run it from the
+repository root" and name those files); a block's own asserts are the checks.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,7 @@ def test_readme_has_python_examples() -> None:
 
 @pytest.mark.parametrize("page", [p for p in _pages() if _blocks(p)], ids=_name)
 def test_readme_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CLOSEDLOOP_HOME", str(tmp_path / "home"))
     namespace: dict[str, object] = {"__name__": "__readme__"}

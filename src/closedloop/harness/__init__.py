@@ -39,6 +39,7 @@ from ._interval import Interval, interval
 from ._refiner import Diagnoser, Evaluator, Refiner, SandboxEvaluator
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox, SandboxLimits
+from ._split import split_statements
 from ._stop import (
     AnyStop,
     RefineState,
@@ -63,6 +64,14 @@ from ._strategies import (
     initial_messages,
     pid_feedback,
     self_refine,
+)
+from ._task_file import (
+    TaskFileError,
+    describe_tasks,
+    empty_candidate,
+    load_task_file,
+    load_verified_tasks,
+    verify_references,
 )
 from ._tasks import Check, CodeTask
 from ._tasks_seed import LRU_CACHE, MERGE_SORTED_LISTS, SEED_TASKS, SPIRAL_MATRIX, TTL_CACHE
@@ -112,16 +121,21 @@ __all__ = [
     "StrategyChoice",
     "StrategyContext",
     "StrategySession",
+    "TaskFileError",
     "auto",
     "blind_retry",
     "choose_strategy",
     "default_generation_cache_path",
+    "describe_tasks",
     "diagnose",
+    "empty_candidate",
     "extract_code",
     "humaneval_data_path",
     "initial_messages",
     "interval",
     "load_humaneval",
+    "load_task_file",
+    "load_verified_tasks",
     "not_run",
     "pid_feedback",
     "render_report",
@@ -129,10 +143,12 @@ __all__ = [
     "self_refine",
     "should_use_pid",
     "split_check",
+    "split_statements",
     "stop_after_rounds",
     "stop_on_fixed_point",
     "stop_on_lyapunov",
     "stop_on_trajectory",
     "stop_when_target_met",
     "strategy_from_spec",
+    "verify_references",
 ]

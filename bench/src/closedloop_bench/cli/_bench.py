@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
 from closedloop._exceptions import ConfigurationError
-from closedloop.harness import BenchConfig, BenchReport, render_report, run_refine_bench
+from closedloop.harness import (
+    SEED_TASKS,
+    BenchConfig,
+    BenchReport,
+    describe_tasks,
+    load_humaneval,
+    load_verified_tasks,
+    render_report,
+    run_refine_bench,
+)
 
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
@@ -28,8 +37,18 @@ def _group() -> None:
 @app.command("refine")
 def refine(
     tasks: Annotated[
-        str, typer.Option(help="Task set: seed (the four refinement tasks) or humaneval.")
+        str,
+        typer.Option(
+            help="Task set: seed (the four refinement tasks), humaneval, or a JSONL file "
+            "of your own tasks in HumanEval's form (docs/how-to/your-tasks.md)."
+        ),
     ] = "seed",
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Print how the tasks split into checks and stop (no model)."
+        ),
+    ] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     strategies: Annotated[
         str,
@@ -75,8 +94,10 @@ def refine(
     ] = None,
 ) -> None:
     """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
-    if tasks not in ("seed", "humaneval"):
-        raise ConfigurationError("--tasks", tasks, "must be 'seed' or 'humaneval'")
+    task_set = _task_set(tasks)
+    if explain:
+        _explain(task_set, limit)
+        return
     _check_executor(executor, ray_address)
     shard_kn: tuple[int, int] | None = None
     if shard is not None:
@@ -85,7 +106,7 @@ def refine(
             raise ConfigurationError("--shard", shard, "must look like 1/2")
         shard_kn = (int(k), int(n))
     config = BenchConfig(
-        tasks="seed" if tasks == "seed" else "humaneval",
+        tasks=task_set,
         limit=limit,
         strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()),
         rounds=rounds,
@@ -102,6 +123,33 @@ def refine(
     report = asyncio.run(refine_on(config, executor, ray_address))
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+def _task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
+    if tasks == "seed":
+        return "seed"
+    if tasks == "humaneval":
+        return "humaneval"
+    path = Path(tasks)
+    if not path.is_file():
+        raise ConfigurationError(
+            "--tasks", tasks, "must be 'seed', 'humaneval' or a JSONL task file (no such file)"
+        )
+    return path
+
+
+def _explain(task_set: Literal["seed", "humaneval"] | Path, limit: int | None) -> None:
+    """The split of every task, as ``--explain`` prints it; a task file is verified first."""
+    if isinstance(task_set, Path):
+        problems = asyncio.run(load_verified_tasks(task_set, limit=limit))
+        code_tasks = [p.task() for p in problems]
+    elif task_set == "seed":
+        code_tasks = list(SEED_TASKS)[:limit]
+    else:
+        code_tasks = [p.task() for p in load_humaneval(limit=limit)]
+    _out.print(describe_tasks(code_tasks), end="", highlight=False, markup=False)
+    total = sum(len(t.checks) for t in code_tasks)
+    _out.print(f"{len(code_tasks)} task(s), {total} check(s)", highlight=False)
 
 
 async def refine_on(config: BenchConfig, executor: str, ray_address: str | None) -> BenchReport:

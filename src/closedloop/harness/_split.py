@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._exceptions import ConfigurationError
 from ._tasks import Check
@@ -86,6 +86,8 @@ class _Facts:
     changes: set[str]
     calls: set[str]
     asserts: bool
+    # Names read by a def or lambda body: read when it is called, under their value then.
+    late: set[str] = field(default_factory=set)
 
 
 class _Scan(ast.NodeVisitor):
@@ -100,8 +102,13 @@ class _Scan(ast.NodeVisitor):
             inner.visit(child)
         local = _bound_inside(node)
         self.facts.reads |= inner.facts.reads - local
-        self.facts.changes |= inner.facts.changes - local
-        self.facts.calls |= inner.facts.calls - local
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            # A body runs when called: what it changes is the caller's doing (see _Sharing).
+            self.facts.late |= inner.facts.reads - local
+        else:
+            self.facts.changes |= inner.facts.changes - local
+            self.facts.calls |= inner.facts.calls - local
+        self.facts.late |= inner.facts.late - local
         if binds_name is not None and self.depth == 0:
             self.facts.binds.add(binds_name)
 
@@ -294,6 +301,7 @@ def split_statements(
     writers: dict[str, list[int]] = {}  # the statements that defined or changed each name
     sharing = _Sharing()
     modules: set[str] = set()
+    late: dict[str, set[str]] = {}  # name -> the names holding a closure that reads it
     closures: list[set[int]] = []
     reaches: list[bool] = []
     asserting_helpers: set[str] = set()
@@ -321,6 +329,11 @@ def split_statements(
         for name in facts.binds:
             writers[name] = [index]
             sharing.bind(name, set() if name in modules else values)
+            # A closure reads the name when it runs: rebinding it changes what holds one.
+            for holder in sharing.group(late.get(name, ())) - wanted:
+                writers.setdefault(holder, []).append(index)
+        for name in facts.late - wanted:
+            late.setdefault(name, set()).update((facts.binds | changed) - wanted)
         if is_check and reaches[index]:
             setup = "\n".join(_setup_source(statements[j]) for j in sorted(closure))
             out.append((setup, _test_source(stmt)))

@@ -94,9 +94,9 @@ def refine(
     ] = None,
 ) -> None:
     """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
-    task_set = _task_set(tasks)
+    chosen = task_set(tasks)
     if explain:
-        _explain(task_set, limit)
+        _explain(chosen, limit)
         return
     _check_executor(executor, ray_address)
     shard_kn: tuple[int, int] | None = None
@@ -106,7 +106,7 @@ def refine(
             raise ConfigurationError("--shard", shard, "must look like 1/2")
         shard_kn = (int(k), int(n))
     config = BenchConfig(
-        tasks=task_set,
+        tasks=chosen,
         limit=limit,
         strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()),
         rounds=rounds,
@@ -125,7 +125,8 @@ def refine(
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
 
 
-def _task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
+def task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
+    """``--tasks``: a built-in set by name, or the Path of a task file that exists."""
     if tasks == "seed":
         return "seed"
     if tasks == "humaneval":
@@ -138,12 +139,12 @@ def _task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
     return path
 
 
-def _explain(task_set: Literal["seed", "humaneval"] | Path, limit: int | None) -> None:
+def _explain(chosen: Literal["seed", "humaneval"] | Path, limit: int | None) -> None:
     """The split of every task, as ``--explain`` prints it; a task file is verified first."""
-    if isinstance(task_set, Path):
-        problems = asyncio.run(load_verified_tasks(task_set, limit=limit))
+    if isinstance(chosen, Path):
+        problems = asyncio.run(load_verified_tasks(chosen, limit=limit))
         code_tasks = [p.task() for p in problems]
-    elif task_set == "seed":
+    elif chosen == "seed":
         code_tasks = list(SEED_TASKS)[:limit]
     else:
         code_tasks = [p.task() for p in load_humaneval(limit=limit)]

@@ -14,7 +14,7 @@ EXPECTED = {
     "Strict", "ToolTask", "TaskFileError", "TaskMessage", "TaskResult", "TaskScore", "TaskTools",
     "ToolSchema", "ToolsConfig", "ToolsReport", "Votes",
     "agent_instructions", "agent_takes_ladder", "check_reply",
-    "build_messages", "dump_tasks", "fixed_frontier", "generate_split", "generate_tasks",
+    "build_messages", "describe_tool_tasks", "dump_tasks", "fixed_frontier", "generate_split", "generate_tasks",
     "get_tool_strategy", "ideal_reply", "load_tool_tasks", "oracle_calls", "parse_reply", "parse_task",
     "plot_plane", "read_report", "register_family", "register_strategy", "render_table", "replay",
     "resolve_models", "run_tools_bench", "score", "states_match", "strategy_names",

@@ -316,7 +316,8 @@ def overhead(
 @app.command("tools")
 def tools(
     tasks: Annotated[
-        Path | None, typer.Option(help="A JSONL task file (format: the README); default: --split.")
+        Path | None,
+        typer.Option(help="A JSONL task file (docs/how-to/your-tasks.md); default: --split."),
     ] = None,
     split: Annotated[str, typer.Option(help="A generated split: dev or eval.")] = "dev",
     limit: Annotated[
@@ -347,6 +348,9 @@ def tools(
     regenerate: Annotated[
         bool, typer.Option("--regenerate", help="Rewrite the generated dev and eval sets.")
     ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="List the tasks and what each expects; no model.")
+    ] = False,
 ) -> None:
     """Tool-calling tasks: one-call baselines, fixed settings and the loop, success and cost."""
     from ..tools._command import ToolsCommand, run_tools_command
@@ -368,5 +372,6 @@ def tools(
         plot=not no_plot,
         progress=not no_progress,
         regenerate=regenerate,
+        explain=explain,
     )
     run_tools_command(options, say=lambda line: _out.print(line, highlight=False, markup=False))

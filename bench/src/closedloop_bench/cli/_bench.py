@@ -215,6 +215,17 @@ def faults(
         typer.Option(help="Episodes per cell (default: every task of that step count)."),
     ] = None,
     split: Annotated[str, typer.Option(help="Task split: eval or dev.")] = "eval",
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSONL file of your own world tasks instead of --split "
+            "(docs/how-to/your-tasks.md)."
+        ),
+    ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="List the tasks (checked on a fault-free world); no model."),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
     latency_scale: Annotated[
         float, typer.Option(help="Multiplies the worlds' injected latencies (0: none).")
@@ -257,12 +268,16 @@ def faults(
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
 
+    if explain:
+        _explain_world_tasks(tasks, split)
+        return
     _check_executor(executor, ray_address)
 
     common: dict[str, Any] = {
         "model": model,
         "strategies": _csv(strategies),
         "split": split,
+        "tasks": tasks,
         "seed": seed,
         "latency_scale": latency_scale,
         "concurrency": concurrency,
@@ -289,6 +304,22 @@ def faults(
     report = asyncio.run(run_faults_bench(config, progress=tick))
     render_faults(report, _out)
     _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
+
+
+def _explain_world_tasks(tasks: Path | None, split: str) -> None:
+    from ..reference import describe_world_tasks, load_tasks, load_world_tasks, verify_world_tasks
+
+    if tasks is None:
+        if split not in ("dev", "eval"):
+            raise ConfigurationError("--split", split, "must be 'dev' or 'eval'")
+        listed = load_tasks("dev" if split == "dev" else "eval")
+        where = f"the {split} split"
+    else:
+        asyncio.run(verify_world_tasks(tasks))
+        listed = load_world_tasks(tasks)
+        where = str(tasks)
+    _out.print(describe_world_tasks(listed), end="", highlight=False, markup=False)
+    _out.print(f"{len(listed)} task(s) from {where}", highlight=False, markup=False)
 
 
 @app.command("overhead")

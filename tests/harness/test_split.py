@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from closedloop import ConfigurationError
@@ -93,6 +93,22 @@ def test_multi_line_statements_stay_whole() -> None:
         "with open('/dev/null') as fh:",
     ]
     assert all(c.setup == "" for c in checks)
+
+
+def test_an_asserting_context_manager_is_a_check() -> None:
+    checks = split(
+        """
+        import pytest
+        with pytest.raises(ValueError):
+            candidate(-1)
+        x = candidate(1)
+        with open("/dev/null"):
+            x = x + 1
+        assert x == 3
+        """
+    )
+    assert [c.test.splitlines()[0] for c in checks] == ["with pytest.raises(ValueError):", "x == 3"]
+    assert checks[0].setup == "import pytest"
 
 
 def test_asserts_that_never_reach_the_candidate_are_dropped() -> None:
@@ -283,6 +299,17 @@ def whole_test_passes(source: str, candidate: type[Box]) -> bool:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.sampled_from(MUTANTS))
+# A closure reads its list by name: a new list under that name, changed, reaches the holder.
+@example(
+    [
+        "k1 = [0]",
+        "b0 = candidate(0, lambda: k1[0])",
+        "k1 = [0]",
+        "k1[0] = 1",
+        "assert b0.now() == ?",
+    ],
+    AddDropsZeros,
+)
 def test_each_split_check_sees_what_the_whole_test_saw(
     statements: list[str], mutant: type[Box]
 ) -> None:

@@ -5,7 +5,8 @@ back" is one, "an empty input raises ValueError" is another. The split follows t
 
 - a *check statement* is a top-level statement that asserts something: an ``assert``, a
   compound statement (``for``, ``with``, ``try``, ``if``) with an ``assert`` or a
-  ``raise`` inside, or a call of a local helper whose body asserts;
+  ``raise`` inside, a ``with pytest.raises(...)`` (or unittest's ``assertRaises``)
+  block, or a call of a local helper whose body asserts;
 - every other statement is *setup*; a check gets, as its setup, exactly the earlier
   statements whose names it uses, followed back through what those statements use in
   turn (a def-use chain, as in reaching-definitions analysis), so statements that
@@ -52,8 +53,10 @@ _PURE_MODULES = frozenset(
         "math", "numbers", "operator", "re", "statistics", "string", "typing",
     }
 )  # fmt: skip
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# Context managers that fail their block unless it raises or warns (pytest, unittest).
+_ASSERTING_CONTEXTS = frozenset(
+    {"raises", "warns", "assertRaises", "assertRaisesRegex", "assertWarns", "assertWarnsRegex"}
+)
 
 
 def _base(node: ast.AST) -> str | None:
@@ -209,6 +212,16 @@ class _Scan(ast.NodeVisitor):
             self.facts.asserts = True
         self.generic_visit(node)
 
+    def visit_With(self, node: ast.With) -> None:
+        # ``with pytest.raises(E):`` / ``with self.assertRaises(E):`` assert by themselves.
+        for item in node.items:
+            call = item.context_expr
+            func = call.func if isinstance(call, ast.Call) else None
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if self.depth == 0 and name in _ASSERTING_CONTEXTS:
+                self.facts.asserts = True
+        self.generic_visit(node)
+
 
 def _facts(stmt: ast.stmt) -> _Facts:
     scan = _Scan()
@@ -282,6 +295,17 @@ class _Sharing:
         return seen
 
 
+def _affected(names: set[str], sharing: _Sharing, late: dict[str, set[str]]) -> set[str]:
+    """``names`` and everything a change to them reaches: values sharing an object with
+    them, and holders of closures that read them by name, transitively."""
+    reached = sharing.group(names)
+    while True:
+        more = sharing.group({h for n in reached for h in late.get(n, ())}) - reached
+        if not more:
+            return reached
+        reached |= more
+
+
 def _module_names(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return {a.asname or a.name.split(".")[0] for a in stmt.names}
@@ -320,7 +344,7 @@ def split_statements(
         # Calling a local function may change what it was built from (a list it appends
         # to); one built from no local value (a helper over the candidate) changes nothing.
         stateful = {n for n in facts.calls if n in writers and sharing.links.get(n)}
-        changed = sharing.group(facts.changes | stateful)
+        changed = _affected(facts.changes | stateful, sharing, late)
         # The code under test is taken as given: passing it around does not change it.
         for name in changed - facts.binds - wanted:
             writers.setdefault(name, []).append(index)
@@ -330,7 +354,7 @@ def split_statements(
             writers[name] = [index]
             sharing.bind(name, set() if name in modules else values)
             # A closure reads the name when it runs: rebinding it changes what holds one.
-            for holder in sharing.group(late.get(name, ())) - wanted:
+            for holder in _affected(late.get(name, set()), sharing, late) - wanted:
                 writers.setdefault(holder, []).append(index)
         for name in facts.late - wanted:
             late.setdefault(name, set()).update((facts.binds | changed) - wanted)

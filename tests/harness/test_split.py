@@ -34,6 +34,11 @@ def run_check(check: Check, candidate: Any, entry: str = "f") -> None:
     assert eval(compile(tree, "<check>", "eval"), namespace)
 
 
+def fresh(cls: type[Box]) -> type[Box]:
+    """A subclass of its own, so class attributes a test sets do not outlive its run."""
+    return type(cls.__name__, (cls,), {})
+
+
 def passes(check: Check, candidate: Any) -> bool:
     try:
         run_check(check, candidate)
@@ -93,6 +98,27 @@ def test_multi_line_statements_stay_whole() -> None:
         "with open('/dev/null') as fh:",
     ]
     assert all(c.setup == "" for c in checks)
+
+
+def test_what_may_change_a_value_counts_as_defining_it() -> None:
+    checks = split(
+        """
+        xs = [3, 1, 2]
+        assert candidate(xs) == [1, 2, 3]
+        assert xs == [3, 1, 2], "the input must not change"
+        a = candidate.from_list([1])
+        b = candidate.from_list([2])
+        assert a.first() == 1
+        candidate.limit = 1
+        assert b.first() == 2
+        """,
+        "S",
+    )
+    # The input check replays the call that might have changed the input.
+    assert checks[1].setup == "xs = [3, 1, 2]\ncandidate(xs) == [1, 2, 3]"
+    # Calling the code under test changes nothing; assigning into it does.
+    assert checks[2].setup == "a = candidate.from_list([1])"
+    assert checks[3].setup == "b = candidate.from_list([2])\ncandidate.limit = 1"
 
 
 def test_an_asserting_context_manager_is_a_check() -> None:
@@ -176,6 +202,8 @@ def test_bad_sources_are_refused() -> None:
 class Box:
     """The implementation the generated tests are written against."""
 
+    bonus = 0  # a class attribute a test may set: every instance sees it
+
     def __init__(self, start: int = 0, clock: Callable[[], int] | None = None) -> None:
         self.items = [start]
         self.clock = clock
@@ -185,7 +213,7 @@ class Box:
         return len(self.items)
 
     def total(self) -> int:
-        return sum(self.items)
+        return sum(self.items) + self.bonus
 
     def pop(self) -> int:
         return self.items.pop() if self.items else -1
@@ -208,7 +236,7 @@ class PopKeeps(Box):
 
 class TotalLate(Box):
     def total(self) -> int:
-        return sum(self.items) + (len(self.items) > 3)
+        return sum(self.items) + self.bonus + (len(self.items) > 3)
 
 
 class ClockIgnored(Box):
@@ -231,7 +259,7 @@ def programs(draw: st.DrawFn) -> list[str]:
         box, other = draw(st.sampled_from(BOXES)), draw(st.sampled_from(BOXES))
         value, clock = draw(st.sampled_from(VALUES)), draw(st.sampled_from(CLOCKS))
         helper, n = draw(st.sampled_from(HELPERS)), draw(SMALL)
-        choices = [f"{box} = candidate({n})", f"{clock} = [{n}]"]
+        choices = [f"{box} = candidate({n})", f"{clock} = [{n}]", f"candidate.bonus = {n}"]
         if clock in defined:
             choices += [f"{box} = candidate({n}, lambda: {clock}[0])", f"{clock}[0] = {n}"]
         if box in defined:
@@ -278,7 +306,7 @@ def fill_in(statements: list[str]) -> str | None:
         probe.append(f"assert __record__({key}, {expr}){rest}")
         final.append(f"assert {expr} == {{{key}}}{rest}")
     try:
-        exec("".join(probe), {"candidate": Box, "__record__": record})
+        exec("".join(probe), {"candidate": fresh(Box), "__record__": record})
     except Exception:
         return None
     body = "".join(final)
@@ -291,7 +319,7 @@ def whole_test_passes(source: str, candidate: type[Box]) -> bool:
     namespace: dict[str, Any] = {}
     exec(source, namespace)
     try:
-        namespace["check"](candidate)
+        namespace["check"](fresh(candidate))
     except AssertionError:
         return False
     return True
@@ -320,9 +348,9 @@ def test_each_split_check_sees_what_the_whole_test_saw(
     top_level_asserts = sum(1 for s in statements if s.startswith(("assert", "if ")))
     assert len(checks) == top_level_asserts
     for check in checks:
-        run_check(check, Box, "Box")  # the implementation the values came from passes all
+        run_check(check, fresh(Box), "Box")  # where the values came from: passes all
     if not whole_test_passes(source, mutant):
-        assert any(not passes(c, mutant) for c in checks), source
+        assert any(not passes(c, fresh(mutant)) for c in checks), source
 
 
 @given(st.lists(st.sampled_from(["x = 1", "y = x + 1", "assert True", "z = [x]"]), max_size=6))

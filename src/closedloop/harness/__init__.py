@@ -9,6 +9,11 @@ strategy decides what the generator hears next: :func:`blind_retry`, :func:`self
 :func:`interval` and :func:`auto`. Stop policies (:func:`stop_when_target_met`,
 :func:`stop_on_lyapunov`, :func:`stop_on_fixed_point`, ...) combine with ``|``.
 
+Tasks of your own come as a JSONL file in HumanEval's form (:func:`load_task_file`; a bad
+line raises :class:`TaskFileError` naming the line and the field); :func:`split_check`
+turns each ``check(candidate)`` into one check per scenario by following its data, and
+:func:`load_verified_tasks` also runs each reference, and an empty candidate, in the sandbox.
+
     from closedloop.harness import LRU_CACHE, ModelGenerator, Refiner, pid_feedback
     from closedloop.models import load_model
 

@@ -9,12 +9,14 @@ back" is one, "an empty input raises ValueError" is another. The split follows t
   block, or a call of a local helper whose body asserts;
 - every other statement is *setup*; a check gets, as its setup, exactly the earlier
   statements whose names it uses, followed back through what those statements use in
-  turn (a def-use chain, as in reaching-definitions analysis), so statements that
-  build an instance stay with the asserts that use it and a setup statement can serve
-  several checks;
+  turn (def-use chains over reaching definitions, Aho, Lam, Sethi and Ullman 2006), so
+  statements that build an instance stay with the asserts that use it and a setup
+  statement can serve several checks;
 - a statement that may change a name in place (``c.put(1, 1)``, ``xs[0] = 1``, ``f(xs)``
-  for a function not known to be pure) counts as a definition of that name, and of the
-  names that name was built from (an alias shares its object);
+  for a function not known to leave its arguments alone) counts as a definition of that
+  name and of every name that may share an object with it (``alias = c``; ``limiter =
+  candidate(2, lambda: now[0])`` with ``now``); a closure reads its names when it runs,
+  so rebinding one of them changes whatever holds the closure;
 - an earlier check that changes what a later check reads is replayed in the later one's
   setup with its asserts turned into plain expressions: its side effects happen (an LRU
   ``get`` refreshes a key), its verdict belongs to its own check;
@@ -91,6 +93,9 @@ class _Facts:
     asserts: bool
     # Names read by a def or lambda body: read when it is called, under their value then.
     late: set[str] = field(default_factory=set)
+    # Names assigned into (``x.a = 1``, ``x[0] = 1``, ``del x[0]``): a change even of the
+    # code under test, which calls and being passed around are not.
+    stored: set[str] = field(default_factory=set)
 
 
 class _Scan(ast.NodeVisitor):
@@ -176,6 +181,8 @@ class _Scan(ast.NodeVisitor):
             if name is not None:
                 self.facts.reads.add(name)
                 self.facts.changes.add(name)
+                if self.depth == 0:
+                    self.facts.stored.add(name)
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -326,6 +333,7 @@ def split_statements(
     sharing = _Sharing()
     modules: set[str] = set()
     late: dict[str, set[str]] = {}  # name -> the names holding a closure that reads it
+    made_by_target: set[str] = set()  # values the code under test made (its instances)
     closures: list[set[int]] = []
     reaches: list[bool] = []
     asserting_helpers: set[str] = set()
@@ -345,8 +353,11 @@ def split_statements(
         # to); one built from no local value (a helper over the candidate) changes nothing.
         stateful = {n for n in facts.calls if n in writers and sharing.links.get(n)}
         changed = _affected(facts.changes | stateful, sharing, late)
-        # The code under test is taken as given: passing it around does not change it.
-        for name in changed - facts.binds - wanted:
+        # The code under test is taken as given: calling it or passing it around does not
+        # change it (``candidate.from_list(xs)`` is a constructor), assigning into it does.
+        if facts.stored & wanted:  # a class attribute set: every instance may see it
+            changed |= _affected(made_by_target, sharing, late)
+        for name in changed - facts.binds - (wanted - facts.stored):
             writers.setdefault(name, []).append(index)
         values = {n for n in facts.reads if n in writers} - modules - wanted
         modules |= _module_names(stmt)
@@ -356,6 +367,10 @@ def split_statements(
             # A closure reads the name when it runs: rebinding it changes what holds one.
             for holder in _affected(late.get(name, set()), sharing, late) - wanted:
                 writers.setdefault(holder, []).append(index)
+        if facts.reads & wanted or values & made_by_target:
+            made_by_target |= facts.binds - modules
+        else:
+            made_by_target -= facts.binds
         for name in facts.late - wanted:
             late.setdefault(name, set()).update((facts.binds | changed) - wanted)
         if is_check and reaches[index]:

@@ -327,6 +327,11 @@ def whole_test_passes(source: str, candidate: type[Box]) -> bool:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.sampled_from(MUTANTS))
+# An alias made before a name is rebound to itself still shares its object.
+@example(
+    ["b0 = candidate(0)", "b2 = b0", "b0 = b0", "assert b0.pop() == ?", "assert b2.pop() == ?"],
+    PopKeeps,
+)
 # A closure reads its list by name: a new list under that name, changed, reaches the holder.
 @example(
     [

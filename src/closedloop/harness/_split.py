@@ -284,9 +284,12 @@ class _Sharing:
         self.links: dict[str, set[str]] = {}
 
     def bind(self, name: str, built_from: set[str]) -> None:
-        for other in self.links.pop(name, set()):
+        old = self.links.pop(name, set())
+        for other in old:
             self.links.get(other, set()).discard(name)
         mine = built_from - {name}
+        if name in built_from:  # ``x = x`` or ``x = f(x)``: maybe still the old object
+            mine |= old
         self.links[name] = set(mine)
         for other in mine:
             self.links.setdefault(other, set()).add(name)

@@ -33,5 +33,7 @@ def test_exported_members_are_pinned_sorted_and_documented() -> None:
     for name in tools.__all__:
         obj = getattr(tools, name)
         if isinstance(obj, type) or inspect.isfunction(obj):
-            assert obj.__module__ == "closedloop_bench.tools", name
+            # TaskFileError is the harness's, re-exported: one error for every task file.
+            home = "closedloop.harness" if name == "TaskFileError" else "closedloop_bench.tools"
+            assert obj.__module__.startswith(home), name
             assert inspect.getdoc(obj), f"{name} has no docstring"

@@ -150,7 +150,9 @@ __all__ = [
 ]
 
 for _name in __all__:
-    # Reprs and docs show the public home of each name, as httpx does.
+    # Reprs and docs show the public home of each name, as httpx does; a re-export from
+    # closedloop (TaskFileError, shared with the refinement benchmark) keeps its own.
     with contextlib.suppress(AttributeError, TypeError):
-        if isinstance(globals()[_name], type) or callable(globals()[_name]):
-            globals()[_name].__module__ = __name__
+        _obj = globals()[_name]
+        if (isinstance(_obj, type) or callable(_obj)) and _obj.__module__.startswith(__name__):
+            _obj.__module__ = __name__

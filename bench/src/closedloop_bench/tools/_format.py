@@ -54,7 +54,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from closedloop import ConfigurationError
-from closedloop.harness import TaskFileError as _TaskFileError
+from closedloop.harness import TaskFileError
 
 from ._envs import ENVIRONMENTS
 
@@ -79,14 +79,6 @@ Family = Literal["single", "choose", "parallel", "irrelevance", "multi_turn"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-
-
-class TaskFileError(_TaskFileError):
-    """A tool task file line that is not a valid task: names the file, the line and the field.
-
-    The refinement benchmark's :class:`closedloop.harness.TaskFileError`, so one ``except``
-    catches a bad task file of either benchmark.
-    """
 
 
 class FunctionDef(BaseModel):

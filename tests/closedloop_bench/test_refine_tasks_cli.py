@@ -33,7 +33,7 @@ def test_explain_prints_every_check_and_calls_no_model(
     assert "example/lru_cache: 4 check(s), entry point LRUCache" in out
     assert "    setup | c = candidate(2)\n          | c.put(1, 1)\n    test | c.get(1) == 1" in out
     assert "    test | try:\n         |     candidate('0')" in out
-    assert out.strip().endswith("10 task(s), 37 check(s)")
+    assert "10 task(s), 37 check(s)\nevery reference passes its checks" in out
 
 
 def test_explain_on_the_built_in_sets(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,6 +73,19 @@ def test_a_bad_file_is_one_line_naming_the_line_and_the_field(
         assert words in err, err
         assert err.startswith("error: TaskFileError:") and len(err.splitlines()) == 1
         assert "Traceback" not in err
+
+
+def test_explain_shows_the_split_next_to_a_failing_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _bad(tmp_path, reference="class LRUCache:\n    def __init__(self, n):\n        pass\n")
+    assert main(["bench", "refine", "--tasks", str(path), "--explain"]) == 2
+    captured = capsys.readouterr()
+    assert (
+        "example/lru_cache: 4 check(s)" in captured.out
+        and "    test | c.get(1) == 1" in captured.out
+    )
+    assert "task example/lru_cache: the reference fails check A1 (c.get(1) == 1)" in captured.err
 
 
 def test_invalid_json_and_a_missing_file(

@@ -100,7 +100,7 @@ class HumanEvalProblem:
         A prompt that is Python is shown as code to complete, and its other definitions
         (imports, helpers) run before the model's code; a prose prompt is shown as it is.
         """
-        if _parses(self.prompt):
+        if is_python(self.prompt):
             prompt = _INSTRUCTION.format(prompt=self.prompt)
             preamble = _preamble(self.prompt, self.entry_point)
         else:
@@ -115,7 +115,8 @@ class HumanEvalProblem:
         )
 
 
-def _parses(source: str) -> bool:
+def is_python(source: str) -> bool:
+    """Whether ``source`` parses as a Python module."""
     try:
         ast.parse(source)
     except SyntaxError:

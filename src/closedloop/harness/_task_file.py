@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
-from ._humaneval import HumanEvalProblem
+from ._humaneval import HumanEvalProblem, is_python
 from ._sandbox import Sandbox
 from ._tasks import CodeTask
 
@@ -89,14 +89,6 @@ def _defines(source: str, name: str) -> bool:
     return False
 
 
-def _is_python(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except SyntaxError:
-        return False
-    return True
-
-
 def _problem(data: object, source: str, line: int) -> HumanEvalProblem:
     def fail(field: str, reason: str) -> TaskFileError:
         return TaskFileError(source, line, field, reason)
@@ -140,7 +132,7 @@ def _problem(data: object, source: str, line: int) -> HumanEvalProblem:
             ) from None
         if not _defines(program, entry):
             raise fail("entry_point", f"{entry!r} is not defined by the prompt and the {field}")
-    elif _is_python(problem.prompt) and not _defines(problem.prompt, entry):
+    elif is_python(problem.prompt) and not _defines(problem.prompt, entry):
         raise fail("entry_point", f"{entry!r} is not defined by the prompt")
     try:
         problem.task()

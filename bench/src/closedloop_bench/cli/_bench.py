@@ -17,6 +17,7 @@ from closedloop.harness import (
     BenchReport,
     describe_tasks,
     load_humaneval,
+    load_task_file,
     load_verified_tasks,
     render_report,
     run_refine_bench,
@@ -140,10 +141,10 @@ def task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
 
 
 def _explain(chosen: Literal["seed", "humaneval"] | Path, limit: int | None) -> None:
-    """The split of every task, as ``--explain`` prints it; a task file is verified first."""
+    """The split of every task, as ``--explain`` prints it. A task file's references are
+    checked after the split is printed, so a failing check can be read next to its error."""
     if isinstance(chosen, Path):
-        problems = asyncio.run(load_verified_tasks(chosen, limit=limit))
-        code_tasks = [p.task() for p in problems]
+        code_tasks = [p.task() for p in load_task_file(chosen)[:limit]]
     elif chosen == "seed":
         code_tasks = list(SEED_TASKS)[:limit]
     else:
@@ -151,6 +152,9 @@ def _explain(chosen: Literal["seed", "humaneval"] | Path, limit: int | None) -> 
     _out.print(describe_tasks(code_tasks), end="", highlight=False, markup=False)
     total = sum(len(t.checks) for t in code_tasks)
     _out.print(f"{len(code_tasks)} task(s), {total} check(s)", highlight=False)
+    if isinstance(chosen, Path):
+        asyncio.run(load_verified_tasks(chosen, limit=limit))
+        _out.print("every reference passes its checks; an empty candidate fails", highlight=False)
 
 
 async def refine_on(config: BenchConfig, executor: str, ray_address: str | None) -> BenchReport:
@@ -315,11 +319,13 @@ def _explain_world_tasks(tasks: Path | None, split: str) -> None:
         listed = load_tasks("dev" if split == "dev" else "eval")
         where = f"the {split} split"
     else:
-        asyncio.run(verify_world_tasks(tasks))
         listed = load_world_tasks(tasks)
         where = str(tasks)
     _out.print(describe_world_tasks(listed), end="", highlight=False, markup=False)
     _out.print(f"{len(listed)} task(s) from {where}", highlight=False, markup=False)
+    if tasks is not None:  # after the listing, so a refused task can be read next to it
+        asyncio.run(verify_world_tasks(tasks))
+        _out.print("every ideal run passes its checker; an empty run fails", highlight=False)
 
 
 @app.command("overhead")

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/refine.py --tasks seed --rounds 3
     .venv/bin/python bench/refine.py --tasks humaneval --limit 20 --strategies self_refine,pid
+    .venv/bin/python bench/refine.py --tasks examples/refine_tasks.jsonl
 
 The same as ``closedloop bench refine``; the logic lives in ``closedloop.harness``
 (``BenchConfig``, ``run_refine_bench``, ``render_report``). Writes ``results.json`` and
@@ -19,12 +20,14 @@ from rich.console import Console
 
 from closedloop import ClosedLoopError
 from closedloop.harness import BenchConfig, BenchReport, render_report
-from closedloop_bench.cli._bench import refine_on
+from closedloop_bench.cli._bench import refine_on, task_set
 
 
 def parse_args(argv: list[str] | None) -> BenchConfig:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", choices=("seed", "humaneval"), default="seed")
+    parser.add_argument(
+        "--tasks", default="seed", help="seed, humaneval or a JSONL task file of your own"
+    )
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--strategies", default="blind_retry,self_refine,pid,pid+interval2")
     parser.add_argument("--rounds", type=int, default=4)
@@ -54,7 +57,7 @@ def parse_args(argv: list[str] | None) -> BenchConfig:
             parser.error(f"--shard must look like 1/2, not {args.shard!r}")
         shard = (int(k), int(n))
     return BenchConfig(
-        tasks=args.tasks,
+        tasks=task_set(args.tasks),
         limit=args.limit,
         strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
         rounds=args.rounds,

@@ -31,7 +31,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "tools"
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench/tools.py", description=__doc__.split("\n")[0])
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--tasks", type=Path, help="a JSONL task file (docs/benchmarks/tools.md)")
+    source.add_argument(
+        "--tasks", type=Path, help="a JSONL task file (format: docs/how-to/your-tasks.md)"
+    )
     source.add_argument(
         "--split", choices=("dev", "eval"), default="dev", help="a generated split (default dev)"
     )
@@ -65,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rewrite the generated dev and eval sets, then stop",
     )
+    p.add_argument("--explain", action="store_true", help="list the tasks, then stop (no model)")
     return p
 
 
@@ -84,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot=not args.no_plot,
         progress=not args.no_progress,
         regenerate=args.regenerate,
+        explain=args.explain,
     )
     try:
         run_tools_command(options)

@@ -47,10 +47,9 @@ def test_split_check_makes_one_check_per_assert_on_the_candidate() -> None:
         "for i in range(LIMIT):\n    assert candidate(i, base) == i + base",
         "add(2, 2) == 4",
     ]
-    # Setup: module-level statements check() reads (LIMIT, not METADATA), then the earlier
-    # non-check statements of check().
-    assert checks[0].setup == "LIMIT = 3\nimport math"
-    assert checks[1].setup == "LIMIT = 3\nimport math\nbase = 10"
+    # Setup: the earlier statements each check uses (LIMIT and base for the loop; nothing
+    # for the others: the unused import and METADATA stay out).
+    assert [c.setup for c in checks] == ["", "", "LIMIT = 3\nbase = 10", ""]
     assert checks[2].call.startswith("LIMIT = 3; base = 10; for i in range(LIMIT)")
 
 

@@ -9,6 +9,11 @@ strategy decides what the generator hears next: :func:`blind_retry`, :func:`self
 :func:`interval` and :func:`auto`. Stop policies (:func:`stop_when_target_met`,
 :func:`stop_on_lyapunov`, :func:`stop_on_fixed_point`, ...) combine with ``|``.
 
+Tasks of your own come as a JSONL file in HumanEval's form (:func:`load_task_file`; a bad
+line raises :class:`TaskFileError` naming the line and the field); :func:`split_check`
+turns each ``check(candidate)`` into one check per scenario by following its data, and
+:func:`load_verified_tasks` also runs each reference, and an empty candidate, in the sandbox.
+
     from closedloop.harness import LRU_CACHE, ModelGenerator, Refiner, pid_feedback
     from closedloop.models import load_model
 
@@ -39,6 +44,7 @@ from ._interval import Interval, interval
 from ._refiner import Diagnoser, Evaluator, Refiner, SandboxEvaluator
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox, SandboxLimits
+from ._split import split_statements
 from ._stop import (
     AnyStop,
     RefineState,
@@ -63,6 +69,14 @@ from ._strategies import (
     initial_messages,
     pid_feedback,
     self_refine,
+)
+from ._task_file import (
+    TaskFileError,
+    describe_tasks,
+    empty_candidate,
+    load_task_file,
+    load_verified_tasks,
+    verify_references,
 )
 from ._tasks import Check, CodeTask
 from ._tasks_seed import LRU_CACHE, MERGE_SORTED_LISTS, SEED_TASKS, SPIRAL_MATRIX, TTL_CACHE
@@ -112,16 +126,21 @@ __all__ = [
     "StrategyChoice",
     "StrategyContext",
     "StrategySession",
+    "TaskFileError",
     "auto",
     "blind_retry",
     "choose_strategy",
     "default_generation_cache_path",
+    "describe_tasks",
     "diagnose",
+    "empty_candidate",
     "extract_code",
     "humaneval_data_path",
     "initial_messages",
     "interval",
     "load_humaneval",
+    "load_task_file",
+    "load_verified_tasks",
     "not_run",
     "pid_feedback",
     "render_report",
@@ -129,10 +148,12 @@ __all__ = [
     "self_refine",
     "should_use_pid",
     "split_check",
+    "split_statements",
     "stop_after_rounds",
     "stop_on_fixed_point",
     "stop_on_lyapunov",
     "stop_on_trajectory",
     "stop_when_target_met",
     "strategy_from_spec",
+    "verify_references",
 ]

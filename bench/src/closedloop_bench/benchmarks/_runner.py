@@ -33,7 +33,7 @@ from closedloop.agent import TraceSink
 from closedloop.feedback import MemoryStore
 from closedloop.models import MeteredModel
 
-from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks
+from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks, load_world_tasks
 from ._models import ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
@@ -82,6 +82,9 @@ class FaultsConfig:
     steps: tuple[int, ...] = tuple(range(1, 11))
     episodes: int | None = None
     split: str = "eval"
+    # A JSONL file of the user's own tasks (closedloop_bench.reference.load_world_tasks),
+    # run instead of the generated split.
+    tasks: Path | None = None
     world_seed: int = 0
     seed: int = 0
     latency_scale: float = 1.0
@@ -148,6 +151,7 @@ class FaultsConfig:
     def as_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["out"] = None if self.out is None else str(self.out)
+        out["tasks"] = None if self.tasks is None else str(self.tasks)
         return out
 
 
@@ -356,7 +360,10 @@ class EpisodeRunner:
 
 
 def load_split(config: FaultsConfig) -> dict[str, ReferenceTask]:
-    """The split's tasks by id."""
+    """The split's tasks by id (the task file's, when ``config.tasks`` names one)."""
+    if config.tasks is not None:
+        tasks = load_world_tasks(config.tasks, world_seed=config.world_seed)
+        return {t.id: t for t in tasks}
     tasks = load_tasks("eval" if config.split == "eval" else "dev", config.world_seed)
     return {t.id: t for t in tasks}
 

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
 from closedloop._exceptions import ConfigurationError
-from closedloop.harness import BenchConfig, BenchReport, render_report, run_refine_bench
+from closedloop.harness import (
+    SEED_TASKS,
+    BenchConfig,
+    BenchReport,
+    describe_tasks,
+    load_humaneval,
+    load_task_file,
+    load_verified_tasks,
+    render_report,
+    run_refine_bench,
+)
 
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
@@ -28,8 +38,18 @@ def _group() -> None:
 @app.command("refine")
 def refine(
     tasks: Annotated[
-        str, typer.Option(help="Task set: seed (the four refinement tasks) or humaneval.")
+        str,
+        typer.Option(
+            help="Task set: seed (the four refinement tasks), humaneval, or a JSONL file "
+            "of your own tasks in HumanEval's form (docs/how-to/your-tasks.md)."
+        ),
     ] = "seed",
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Print how the tasks split into checks and stop (no model)."
+        ),
+    ] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     strategies: Annotated[
         str,
@@ -75,8 +95,10 @@ def refine(
     ] = None,
 ) -> None:
     """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
-    if tasks not in ("seed", "humaneval"):
-        raise ConfigurationError("--tasks", tasks, "must be 'seed' or 'humaneval'")
+    chosen = task_set(tasks)
+    if explain:
+        _explain(chosen, limit)
+        return
     _check_executor(executor, ray_address)
     shard_kn: tuple[int, int] | None = None
     if shard is not None:
@@ -85,7 +107,7 @@ def refine(
             raise ConfigurationError("--shard", shard, "must look like 1/2")
         shard_kn = (int(k), int(n))
     config = BenchConfig(
-        tasks="seed" if tasks == "seed" else "humaneval",
+        tasks=chosen,
         limit=limit,
         strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()),
         rounds=rounds,
@@ -102,6 +124,37 @@ def refine(
     report = asyncio.run(refine_on(config, executor, ray_address))
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+def task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:
+    """``--tasks``: a built-in set by name, or the Path of a task file that exists."""
+    if tasks == "seed":
+        return "seed"
+    if tasks == "humaneval":
+        return "humaneval"
+    path = Path(tasks)
+    if not path.is_file():
+        raise ConfigurationError(
+            "--tasks", tasks, "must be 'seed', 'humaneval' or a JSONL task file (no such file)"
+        )
+    return path
+
+
+def _explain(chosen: Literal["seed", "humaneval"] | Path, limit: int | None) -> None:
+    """The split of every task, as ``--explain`` prints it. A task file's references are
+    checked after the split is printed, so a failing check can be read next to its error."""
+    if isinstance(chosen, Path):
+        code_tasks = [p.task() for p in load_task_file(chosen)[:limit]]
+    elif chosen == "seed":
+        code_tasks = list(SEED_TASKS)[:limit]
+    else:
+        code_tasks = [p.task() for p in load_humaneval(limit=limit)]
+    _out.print(describe_tasks(code_tasks), end="", highlight=False, markup=False)
+    total = sum(len(t.checks) for t in code_tasks)
+    _out.print(f"{len(code_tasks)} task(s), {total} check(s)", highlight=False)
+    if isinstance(chosen, Path):
+        asyncio.run(load_verified_tasks(chosen, limit=limit))
+        _out.print("every reference passes its checks; an empty candidate fails", highlight=False)
 
 
 async def refine_on(config: BenchConfig, executor: str, ray_address: str | None) -> BenchReport:
@@ -166,6 +219,17 @@ def faults(
         typer.Option(help="Episodes per cell (default: every task of that step count)."),
     ] = None,
     split: Annotated[str, typer.Option(help="Task split: eval or dev.")] = "eval",
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSONL file of your own world tasks instead of --split "
+            "(docs/how-to/your-tasks.md)."
+        ),
+    ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="List the tasks (checked on a fault-free world); no model."),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
     latency_scale: Annotated[
         float, typer.Option(help="Multiplies the worlds' injected latencies (0: none).")
@@ -208,12 +272,16 @@ def faults(
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
 
+    if explain:
+        _explain_world_tasks(tasks, split)
+        return
     _check_executor(executor, ray_address)
 
     common: dict[str, Any] = {
         "model": model,
         "strategies": _csv(strategies),
         "split": split,
+        "tasks": tasks,
         "seed": seed,
         "latency_scale": latency_scale,
         "concurrency": concurrency,
@@ -242,6 +310,24 @@ def faults(
     _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
 
 
+def _explain_world_tasks(tasks: Path | None, split: str) -> None:
+    from ..reference import describe_world_tasks, load_tasks, load_world_tasks, verify_world_tasks
+
+    if tasks is None:
+        if split not in ("dev", "eval"):
+            raise ConfigurationError("--split", split, "must be 'dev' or 'eval'")
+        listed = load_tasks("dev" if split == "dev" else "eval")
+        where = f"the {split} split"
+    else:
+        listed = load_world_tasks(tasks)
+        where = str(tasks)
+    _out.print(describe_world_tasks(listed), end="", highlight=False, markup=False)
+    _out.print(f"{len(listed)} task(s) from {where}", highlight=False, markup=False)
+    if tasks is not None:  # after the listing, so a refused task can be read next to it
+        asyncio.run(verify_world_tasks(tasks))
+        _out.print("every ideal run passes its checker; an empty run fails", highlight=False)
+
+
 @app.command("overhead")
 def overhead(
     steps: Annotated[int, typer.Option(help="Tool steps per run.")] = 10,
@@ -268,7 +354,7 @@ def overhead(
 def tools(
     tasks: Annotated[
         Path | None,
-        typer.Option(help="A JSONL task file (docs/benchmarks/tools.md); default: --split."),
+        typer.Option(help="A JSONL task file (docs/how-to/your-tasks.md); default: --split."),
     ] = None,
     split: Annotated[str, typer.Option(help="A generated split: dev or eval.")] = "dev",
     limit: Annotated[
@@ -299,6 +385,9 @@ def tools(
     regenerate: Annotated[
         bool, typer.Option("--regenerate", help="Rewrite the generated dev and eval sets.")
     ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="List the tasks and what each expects; no model.")
+    ] = False,
 ) -> None:
     """Tool-calling tasks: one-call baselines, fixed settings and the loop, success and cost."""
     from ..tools._command import ToolsCommand, run_tools_command
@@ -320,5 +409,6 @@ def tools(
         plot=not no_plot,
         progress=not no_progress,
         regenerate=regenerate,
+        explain=explain,
     )
     run_tools_command(options, say=lambda line: _out.print(line, highlight=False, markup=False))

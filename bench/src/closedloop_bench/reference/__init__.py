@@ -23,6 +23,7 @@ from ._checkers import CHECKERS, Checker, check
 from ._cities import CityMatch, CityNormaliser, CityRule
 from ._effects import OrderItem, observed_value
 from ._plumbing import READS, ReadSpec, ToolCallRecord
+from ._task_file import describe_world_tasks, load_world_tasks, verify_world_tasks
 from ._taskgen import SPLIT_SEEDS, load_tasks, task_counts
 from ._tasks import (
     ANSWER_FIELD,
@@ -59,12 +60,15 @@ __all__ = [
     "WorldTools",
     "answer_schema",
     "check",
+    "describe_world_tasks",
     "ideal_model",
     "load_tasks",
+    "load_world_tasks",
     "observed_value",
     "play_ideal",
     "resolve_arguments",
     "task_counts",
+    "verify_world_tasks",
 ]
 
 # Public names show as closedloop_bench.reference.X in reprs and docs (httpx does the same).

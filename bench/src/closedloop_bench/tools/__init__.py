@@ -33,6 +33,7 @@ from ._format import (
     TaskMessage,
     ToolSchema,
     ToolTask,
+    describe_tool_tasks,
     dump_tasks,
     load_tool_tasks,
     parse_task,
@@ -118,6 +119,7 @@ __all__ = [
     "agent_takes_ladder",
     "build_messages",
     "check_reply",
+    "describe_tool_tasks",
     "dump_tasks",
     "fixed_frontier",
     "generate_split",
@@ -148,7 +150,9 @@ __all__ = [
 ]
 
 for _name in __all__:
-    # Reprs and docs show the public home of each name, as httpx does.
+    # Reprs and docs show the public home of each name, as httpx does; a re-export from
+    # closedloop (TaskFileError, shared with the refinement benchmark) keeps its own.
     with contextlib.suppress(AttributeError, TypeError):
-        if isinstance(globals()[_name], type) or callable(globals()[_name]):
-            globals()[_name].__module__ = __name__
+        _obj = globals()[_name]
+        if (isinstance(_obj, type) or callable(_obj)) and _obj.__module__.startswith(__name__):
+            _obj.__module__ = __name__

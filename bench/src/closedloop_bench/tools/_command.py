@@ -17,7 +17,7 @@ from typing import Literal
 from closedloop import ConfigurationError
 from closedloop.models import allow_real_model_calls
 
-from ._format import FAMILIES, ToolTask, load_tool_tasks
+from ._format import FAMILIES, ToolTask, describe_tool_tasks, load_tool_tasks
 from ._generate import DATA_DIR, write_data
 from ._report import ToolsReport, plot_plane, render_table, write_report
 from ._runner import ToolsConfig, run_tools_bench
@@ -56,12 +56,14 @@ class ToolsCommand:
     plot: bool = True
     progress: bool = True
     regenerate: bool = False
+    explain: bool = False  # list the tasks and stop: no model is loaded
 
 
 def run_tools_command(
     options: ToolsCommand, *, say: Callable[[str], None] = print
 ) -> ToolsReport | None:
-    """Run the command; ``say`` prints each line of its output (None after regenerating)."""
+    """Run the command; ``say`` prints each line of its output (None after regenerating or
+    explaining)."""
     if options.regenerate:
         for split, path in write_data(DATA_DIR).items():
             say(f"{split}: {path}")
@@ -76,6 +78,10 @@ def run_tools_command(
     tasks = interleave(load_tool_tasks(path))
     if options.limit is not None:
         tasks = tasks[: options.limit]
+    if options.explain:
+        say(describe_tool_tasks(tasks).rstrip("\n"))
+        say(f"{len(tasks)} task(s) from {path}")
+        return None
     label = f"{path.stem}" + (f" (first {len(tasks)})" if options.limit else "")
     config = ToolsConfig(
         models=split_csv(options.models),

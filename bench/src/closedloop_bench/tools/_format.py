@@ -36,7 +36,9 @@ A stateful task (``multi_turn``) names a toy environment (``env``: ``todo``, ``l
 values that the listed top-level keys of the environment's state must hold once the
 calls have run. Its ``tools`` must be functions of that environment.
 
-``load_tool_tasks(path)`` raises :class:`TaskFileError` naming the line, the field and why.
+``load_tool_tasks(path)`` raises :class:`TaskFileError` naming the line, the field and why
+(the same error, and the same conventions, as the refinement benchmark's task files);
+:func:`describe_tool_tasks` lists what a file holds, as ``--explain`` prints it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from closedloop import ConfigurationError
+from closedloop.harness import TaskFileError
 
 from ._envs import ENVIRONMENTS
 
@@ -65,6 +68,7 @@ __all__ = [
     "TaskMessage",
     "ToolSchema",
     "ToolTask",
+    "describe_tool_tasks",
     "dump_tasks",
     "load_tool_tasks",
     "parse_task",
@@ -75,21 +79,6 @@ Family = Literal["single", "choose", "parallel", "irrelevance", "multi_turn"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-
-
-class TaskFileError(ConfigurationError):
-    """A task file line that is not a valid task: names the file, the line and the field."""
-
-    def __init__(self, source: str, line: int, field: str, reason: str) -> None:
-        self.source = source
-        self.line = line
-        self.field = field
-        super().__init__(f"{source} line {line}, field {field}", None, reason)
-        # ConfigurationError's "argument=value" form reads badly for a file position.
-        self.args = (f"{source} line {line}, field {field}: {reason}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class FunctionDef(BaseModel):
@@ -355,6 +344,40 @@ def load_tool_tasks(path: str | Path) -> list[ToolTask]:
     if not tasks:
         raise ConfigurationError("path", str(path), "holds no tasks")
     return tasks
+
+
+def _rule_text(rule: ArgRule) -> str:
+    kind = rule.kind
+    if kind == "any":
+        text = "any"
+    elif kind == "number":
+        text = f"{rule.number:g} ± {rule.tol:g}"
+    elif kind == "text":
+        text = f"text {rule.text!r}"
+    elif kind == "one_of":
+        text = f"one of {json.dumps(rule.one_of, ensure_ascii=False)}"
+    else:
+        text = json.dumps(rule.exact, ensure_ascii=False)
+    return text + (" (optional)" if rule.optional else "")
+
+
+def describe_tool_tasks(tasks: Iterable[ToolTask]) -> str:
+    """Each task for a person: its id and family, the offered tools, what a checker accepts."""
+    out: list[str] = []
+    for task in tasks:
+        out.append(f"{task.id}: {task.family}, {task.domain}, tools {', '.join(task.functions)}")
+        for message in task.messages:
+            out.append(f"  {message.role}: {message.content}")
+        if task.expected.no_call:
+            out.append("  expected: no call")
+        for call in task.expected.calls:
+            args = ", ".join(f"{k}={_rule_text(r)}" for k, r in call.arguments.items())
+            out.append(f"  expected: {call.name}({args})")
+        if len(task.expected.calls) > 1:
+            out.append(f"  order: {task.expected.order}")
+        if task.env is not None:
+            out.append(f"  env: {task.env}, final state of {', '.join(task.final_state or {})}")
+    return "\n".join(out) + "\n"
 
 
 def dump_tasks(tasks: Iterable[ToolTask]) -> str:

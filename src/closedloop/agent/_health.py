@@ -3,7 +3,7 @@
 A service that is down is not a service that hiccuped: retrying it burns the attempt
 budget and the deadline on calls that cannot succeed. With :class:`HealthSettings` the
 loop keeps, per tool and across the runs of one agent, a circuit breaker (Nygard 2007:
-``failure_threshold`` passing faults in a row open it; after ``recovery_s`` one probe call
+``failure_threshold`` calls in a row that end in a passing fault (after their retries) open it; after ``recovery_s`` one probe call
 is let through) and a window of measured latencies whose 95th percentile sets the tool's
 timeout (``headroom`` × p95, within ``[min_timeout_s, max_timeout_s]``) once
 ``min_samples`` calls are in, in place of the timeout scheduled from the control signal.
@@ -106,9 +106,14 @@ class ToolHealth:
         s = self.settings
         return min(s.max_timeout_s, max(s.min_timeout_s, tracker.p95() * s.headroom))
 
-    def record(self, tool: str, *, latency_s: float, failed: bool) -> None:
-        """One call's latency and whether it was a passing fault (for the breaker)."""
+    def record_latency(self, tool: str, latency_s: float) -> None:
+        """One attempt's measured latency."""
         self._tracker(tool).record(max(0.0, latency_s))
+
+    def record_call(self, tool: str, *, failed: bool) -> None:
+        """How one call ended, after its retries: a passing fault counts against the
+        breaker. A call, not an attempt: three attempts of one unlucky call are not three
+        pieces of evidence that the service is down."""
         breaker = self.breaker(tool)
         if failed:
             breaker.record_failure()

@@ -466,11 +466,7 @@ class ToolPort:
             used += max(1, outcome.attempts)
             answer = outcome_observation(outcome, tool.name, run.settings.wall_clock())
             if health is not None:
-                health.record(
-                    tool.name,
-                    latency_s=run.settings.clock() - started,
-                    failed=is_transient(answer),
-                )
+                health.record_latency(tool.name, run.settings.clock() - started)
             return answer
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
@@ -534,6 +530,8 @@ class ToolPort:
         observation = done.value
         if outcome is None or observation is None:
             return ToolRun(None, None, halt, tuple(retries))
+        if health is not None and outcome.status is not OutcomeStatus.PRECONDITION_FAILED:
+            health.record_call(tool.name, failed=is_transient(observation))
         if read and policy.should_retry(observation):
             self.recent_faults[tool.name] = run.state.step
         not_run = (OutcomeStatus.PRECONDITION_FAILED, OutcomeStatus.CONFIRMATION_REQUIRED)

@@ -30,6 +30,7 @@ from closedloop.agent import (
     ContextSettings,
     ControlConfig,
     HaltReason,
+    HealthSettings,
     ModelSettings,
     ReadRetry,
     RunLimits,
@@ -61,6 +62,7 @@ __all__ = [
     "PLANNERS",
     "READ_RETRY",
     "ClosedLoopAgent",
+    "budget_config",
     "closed_loop_tools",
     "control_config",
     "fixed_config",
@@ -196,6 +198,16 @@ def _constant(fn: Callable[[float], Any], u: float) -> Callable[[float], Any]:
     return constant
 
 
+def budget_config(config: ControlConfig, *, attempts: int) -> ControlConfig:
+    """``config`` with the attempt budget handed to the controller: retries scheduled from
+    u (none below 0.5, the whole budget from it), a circuit breaker and measured timeouts
+    per tool (:class:`~closedloop.agent.HealthSettings`). The budget per call is the same
+    ``attempts`` every strategy has; only where it is spent changes."""
+    extra = attempts - 1
+    schedule = dataclasses.replace(config.schedule, max_retries=schedule_max_retries(0.5, 0, extra))
+    return dataclasses.replace(config, schedule=schedule, health=HealthSettings())
+
+
 def control_config(*, adrc: bool, attempts: int) -> ControlConfig:
     """The loop's defaults, with the retry budget every strategy shares."""
     extra = attempts - 1
@@ -250,6 +262,7 @@ class ClosedLoopAgent:
         builder: AgentBuilder | None = None,
         fixed: bool = False,
         gate: bool = False,
+        budget: bool = False,
         name: str | None = None,
     ) -> None:
         if planner not in PLANNERS:
@@ -258,6 +271,7 @@ class ClosedLoopAgent:
         self.planner = planner
         self.fixed = fixed
         self.gate = gate
+        self.budget = budget
         self.name = name or ("closedloop_adrc" if adrc else "closedloop_pid")
         if self.name not in LABELS:
             raise ConfigurationError("name", self.name, f"known: {', '.join(LABELS)}")
@@ -277,6 +291,8 @@ class ClosedLoopAgent:
         """The agent of one episode."""
         limits = episode.limits
         control = control_config(adrc=self.adrc, attempts=limits.attempts)
+        if self.budget:
+            control = budget_config(control, attempts=limits.attempts)
         if self.fixed:
             control = fixed_config(control)
         if self.gate:

@@ -62,6 +62,7 @@ STRATEGY_NAMES = (
     "closedloop_model_pid",
     "closedloop_model_fixed",
     "closedloop_model_gate",
+    "closedloop_budget",
 )
 """The built-in strategies, in the order reports list them."""
 
@@ -76,6 +77,7 @@ LABELS = {
     "closedloop_model_pid": "closedloop, model every step, PID",
     "closedloop_model_fixed": "closedloop, model every step, controller off",
     "closedloop_model_gate": "closedloop, rules first past a confidence gate, PID",
+    "closedloop_budget": "closedloop, the budget by the controller (retries from u, breaker, gate)",
 }
 
 
@@ -190,6 +192,14 @@ def get_strategy(name: str, *, planner: str = "auto") -> BenchStrategy:
             gate=name.endswith("gate"),
             name=name,
         )
+    if name == "closedloop_budget":
+        from ._closed import ClosedLoopAgent
+
+        # The model every step, as the rows above; the controller decides where the
+        # attempt budget goes: retries scheduled from u (none while calm, the whole
+        # budget when the error is high), no calls into a tool its breaker takes as down,
+        # and a known cause's rule making the repeat without the model.
+        return ClosedLoopAgent(adrc=False, planner="react", budget=True, gate=True, name=name)
     raise ConfigurationError("strategy", name, f"known: {', '.join(STRATEGY_NAMES)}")
 
 

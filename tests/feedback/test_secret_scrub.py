@@ -1,0 +1,150 @@
+"""The secret scrub at every store write, in the service's answers, and the Secret value.
+
+Every backend's write path (create, put, record_put, record_put_many, put_with_records)
+crosses ``BaseStore._check_document``, which replaces known secret values by their
+references and detected secrets by ``[redacted]``; fields named like credentials keep
+their value (a store's own records are named so).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from closedloop import Secret, SecretUnavailableError
+from closedloop._redaction import REDACTED, redact, remember_secret, scrub
+from closedloop.execution._secret import RunSecrets, references_in, substitute
+from closedloop.feedback import MemoryStore, SQLiteStore
+from closedloop.feedback._store import BaseStore
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseStore]:
+    made: BaseStore = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    yield made
+    await made.close()
+
+
+def _known(name: str) -> str:
+    value = "pw-" + secrets.token_hex(8)  # no detector knows this form
+    assert remember_secret(value, name)
+    return value
+
+
+async def test_every_write_path_scrubs_known_and_detected_secrets(store: BaseStore) -> None:
+    value = _known("DB_PASSWORD")
+    key = "sk-" + secrets.token_hex(16)
+    doc = {"note": f"login with {value}", "nested": [{"k": key}], "hash": "ab" * 16}
+    await store.create("s", doc)
+    await store.record_put("ns", "a", doc)
+    await store.record_put_many([("ns", "b", doc, None)])
+    await store.put_with_records(
+        "s", doc, expected_version=1, records=[("ns", "c", doc)], writes=[("ns", "d", doc, None)]
+    )
+    expected = {
+        "note": "login with {{secret:DB_PASSWORD}}",
+        "nested": [{"k": REDACTED}],
+        "hash": "ab" * 16,
+    }
+    assert (await store.get("s")).to_dict() == expected
+    for name in "abcd":
+        record = await store.record_get("ns", name)
+        assert record is not None and record.to_dict() == expected, name
+
+
+async def test_a_document_without_secrets_is_stored_as_given(store: BaseStore) -> None:
+    doc = {"token": "t1", "password_hash": "x" * 40, "text": "a = b, sort by key", "n": 3}
+    await store.create("s", doc)
+    assert (await store.get("s")).to_dict() == doc
+
+
+async def test_the_sqlite_file_and_its_wal_never_hold_the_value(tmp_path: Path) -> None:
+    value = _known("API")
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.create("s", {"v": value, "again": [value, {"deep": f"x{value}y"}]})
+        assert (tmp_path / "s.db-wal").exists()
+        for path in tmp_path.iterdir():
+            assert value.encode() not in path.read_bytes(), path.name
+    for path in tmp_path.iterdir():
+        assert value.encode() not in path.read_bytes(), path.name
+
+
+def test_redact_names_known_values_by_reference_and_keeps_references() -> None:
+    value = _known("API_TOKEN")
+    assert redact(f"use {value}") == "use {{secret:API_TOKEN}}"
+    assert redact("token={{secret:API_TOKEN}}&x=1") == "token={{secret:API_TOKEN}}&x=1"
+    assert redact({"authorization": "{{secret:X}}"}) == {"authorization": REDACTED}
+    assert scrub({"authorization": "plain"}) == {"authorization": "plain"}
+    assert scrub({f"k{value}": [value]}) == {"k{{secret:API_TOKEN}}": ["{{secret:API_TOKEN}}"]}
+
+
+def test_short_values_are_not_scrubbed_everywhere() -> None:
+    assert not remember_secret("1234", "PIN")
+    assert scrub("order 1234") == "order 1234"
+
+
+def test_the_services_answers_are_scrubbed() -> None:
+    from closedloop.server._scrubbed import ScrubbedJSONResponse
+
+    value = _known("SERVICE")
+    body = ScrubbedJSONResponse({"answer": f"done with {value}", "n": 1}).body
+    assert json.loads(body) == {"answer": "done with {{secret:SERVICE}}", "n": 1}
+    assert json.loads(ScrubbedJSONResponse({"a": "plain"}).body) == {"a": "plain"}
+
+
+def test_a_secret_shows_only_its_reference_and_refuses_pickling() -> None:
+    secret = Secret("API_TOKEN", resolver=lambda name: "v" * 12)
+    assert str(secret) == secret.reference == "{{secret:API_TOKEN}}"
+    assert repr(secret) == "Secret('API_TOKEN', resolver=function)"
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(secret)
+    with pytest.raises(TypeError):
+        json.dumps(secret)
+    assert copy.deepcopy(secret) is secret
+
+    class Holder(BaseModel):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+        secret: Secret
+
+    assert Holder(secret=secret).model_dump() == {"secret": "{{secret:API_TOKEN}}"}
+    assert Holder(secret=secret).model_dump_json() == '{"secret":"{{secret:API_TOKEN}}"}'
+
+
+@pytest.mark.parametrize("name", ["", "1abc", "a b", "x" * 200, None])
+def test_a_secret_needs_a_name_a_reference_can_hold(name: object) -> None:
+    with pytest.raises(ValueError, match="name"):
+        Secret(name)  # type: ignore[arg-type]
+
+
+async def test_a_resolver_that_returns_no_text_is_refused() -> None:
+    with pytest.raises(SecretUnavailableError, match="returned NoneType"):
+        await Secret("x", resolver=lambda name: None).resolve()  # type: ignore[arg-type, return-value]
+
+    async def later(name: str) -> str:
+        return f"{name}-" + "v" * 10
+
+    assert await Secret("async_one", resolver=later).resolve() == "async_one-" + "v" * 10
+
+
+async def test_a_run_table_adopts_detected_secrets_and_fills_references() -> None:
+    key = "sk-" + secrets.token_hex(16)
+    table = RunSecrets([Secret("API", resolver=lambda name: "api-" + "z" * 10)])
+    text = table.adopt_text(f"key {key} and {key}")
+    assert text == "key {{secret:detected_1}} and {{secret:detected_1}}"
+    args = table.adopt({"a": "{{secret:API}}", "b": [f"Bearer {key}"], "n": 3})
+    assert args == {"a": "{{secret:API}}", "b": ["Bearer {{secret:detected_1}}"], "n": 3}
+    names = references_in(args)
+    assert names == ["API", "detected_1"]
+    values = await table.resolve(names)
+    assert substitute(args, values) == {"a": "api-" + "z" * 10, "b": [f"Bearer {key}"], "n": 3}
+    plain = {"x": ["no secret"]}
+    assert table.adopt(plain) is plain  # nothing to change: not copied
+    with pytest.raises(SecretUnavailableError, match="'detected_2'"):
+        await RunSecrets().resolve(["detected_2"])

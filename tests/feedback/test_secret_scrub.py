@@ -14,6 +14,7 @@ import pickle
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -94,9 +95,9 @@ def test_the_services_answers_are_scrubbed() -> None:
     from closedloop.server._scrubbed import ScrubbedJSONResponse
 
     value = _known("SERVICE")
-    body = ScrubbedJSONResponse({"answer": f"done with {value}", "n": 1}).body
+    body = bytes(ScrubbedJSONResponse({"answer": f"done with {value}", "n": 1}).body)
     assert json.loads(body) == {"answer": "done with {{secret:SERVICE}}", "n": 1}
-    assert json.loads(ScrubbedJSONResponse({"a": "plain"}).body) == {"a": "plain"}
+    assert json.loads(bytes(ScrubbedJSONResponse({"a": "plain"}).body)) == {"a": "plain"}
 
 
 def test_a_secret_shows_only_its_reference_and_refuses_pickling() -> None:
@@ -124,8 +125,11 @@ def test_a_secret_needs_a_name_a_reference_can_hold(name: object) -> None:
 
 
 async def test_a_resolver_that_returns_no_text_is_refused() -> None:
+    def nothing(name: str) -> Any:
+        return None
+
     with pytest.raises(SecretUnavailableError, match="returned NoneType"):
-        await Secret("x", resolver=lambda name: None).resolve()  # type: ignore[arg-type, return-value]
+        await Secret("x", resolver=nothing).resolve()
 
     async def later(name: str) -> str:
         return f"{name}-" + "v" * 10

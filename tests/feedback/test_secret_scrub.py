@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from closedloop import Secret, SecretUnavailableError
-from closedloop._redaction import REDACTED, redact, remember_secret, scrub
+from closedloop._redaction import REDACTED, might_hold_secret, redact, remember_secret, scrub
 from closedloop.execution._secret import RunSecrets, references_in, substitute
 from closedloop.feedback import MemoryStore, SQLiteStore
 from closedloop.feedback._store import BaseStore
@@ -152,3 +154,43 @@ async def test_a_run_table_adopts_detected_secrets_and_fills_references() -> Non
     assert table.adopt(plain) is plain  # nothing to change: not copied
     with pytest.raises(SecretUnavailableError, match="'detected_2'"):
         await RunSecrets().resolve(["detected_2"])
+
+
+_PIECES = [
+    "Bearer ",
+    "bearer\t",
+    "BEARER\n",
+    "sk-",
+    "sk_live_",
+    "ghp_",
+    "xoxb-",
+    "AKIA",
+    "eyJ",
+    ".",
+    "token=",
+    "API-KEY=",
+    "password=",
+    "\n",
+    "\u00a0",
+    '"',
+    "\\",
+    "é",
+    " ",
+    "=",
+    "&",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_PIECES),
+            st.text(alphabet="abcXYZ0123456789-_", min_size=1, max_size=40),
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_quick_probe_never_misses_what_the_scrub_would_change(text: str) -> None:
+    if scrub(text) != text:
+        assert might_hold_secret(json.dumps({"k": [text]}, ensure_ascii=False)), text

@@ -5,7 +5,8 @@ through (traces, spans, audits, logs, the service's error bodies): credential-na
 lose their value, bearer tokens, API keys, JWTs and ``key=...`` parameters become
 ``"[redacted]"``. :func:`scrub` is the persistence boundary (every state store write, every
 service answer): text only, since a store's own fields (an API key record's ``hash``) are
-named like credentials and must stay readable.
+named like credentials and must stay readable, and ``key=...`` only inside a URL's query
+string, since a stored tool argument (``sorted(xs, key=len)``) must still run on resume.
 
 Both also replace every secret *value* this process has resolved or detected (see
 ``closedloop.execution.Secret``) by its reference, ``{{secret:NAME}}``, wherever it
@@ -88,6 +89,14 @@ _SECRET_PARAM = re.compile(
     r"(?i)(\b(?:api[_-]?key|access[_-]?token|token|password|secret|key)=)(?!\{\{secret:)"
     r"[^&\s#\"']+"
 )
+# The same parameters inside a URL's query string only. ``key=`` and ``token=`` are
+# ordinary code (``sorted(xs, key=len)``, ``f(token=tok)``): what is stored must stay
+# runnable for a resumed task, so the store's scrub and the run's adoption of secrets take
+# a parameter for a credential only where a query string puts it.
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;](?:api[_-]?key|access[_-]?token|token|password|secret|key)=)(?!\{\{secret:)"
+    r"[^&\s#\"']+"
+)
 _BEARER = re.compile(r"(?i)bearer\s+")
 # Every detector above needs one of these in the lower-cased text, unescaped in JSON too
 # (their characters are never escaped): where none occurs, no detector can match any
@@ -137,7 +146,7 @@ def detected_secrets(text: str) -> list[str]:
         prefix = _BEARER.match(value)
         found.append(value[prefix.end() :] if prefix else value)
     if "=" in text:
-        found.extend(m.group(0)[len(m.group(1)) :] for m in _SECRET_PARAM.finditer(text))
+        found.extend(m.group(0)[len(m.group(1)) :] for m in _SECRET_QUERY.finditer(text))
     return list(dict.fromkeys(v for v in found if not REFERENCE.fullmatch(v)))
 
 
@@ -214,13 +223,13 @@ def _known_text(text: str) -> str:
     return pattern.sub(lambda m: refs[m.group(0)], text)
 
 
-def _scrub_text(text: str) -> str:
+def _scrub_text(text: str, params: re.Pattern[str] = _SECRET_QUERY) -> str:
     text = _known_text(text)
     if len(text) < _SHORTEST_SECRET:
         return text
     text = _SECRET_TEXT.sub(REDACTED, text)
     # Every credential parameter has its '='; most text has none, so skip that pattern.
-    return _SECRET_PARAM.sub(rf"\1{REDACTED}", text) if "=" in text else text
+    return params.sub(rf"\1{REDACTED}", text) if "=" in text else text
 
 
 # --- the two passes --------------------------------------------------------------------------
@@ -232,10 +241,11 @@ def redact(value: Any) -> Any:
     The value under a credential-named key is replaced whole by ``"[redacted]"`` (``None``
     is kept: it shows that no credential was set); strings anywhere have known secret
     values replaced by their references and bearer tokens, API keys, JWTs and
-    ``key=...`` query parameters by ``"[redacted]"``. Other values come back unchanged.
+    ``key=...`` parameters (anywhere: an export is read, not run) by ``"[redacted]"``.
+    Other values come back unchanged.
     """
     if isinstance(value, str):
-        return _scrub_text(value) if value else value
+        return _scrub_text(value, _SECRET_PARAM) if value else value
     if isinstance(value, Mapping):
         return {
             k: (
@@ -250,7 +260,8 @@ def redact(value: Any) -> Any:
 
 def scrub(value: Any) -> Any:
     """A copy of a JSON-like value with secrets in its text replaced (keys' names are not
-    judged): known values by their references, detected ones by ``"[redacted]"``."""
+    judged): known values by their references, detected ones by ``"[redacted]"``; a
+    ``key=...`` parameter only in a URL's query string (stored code must stay runnable)."""
     if isinstance(value, str):
         return _scrub_text(value) if value else value
     if isinstance(value, Mapping):

@@ -194,3 +194,13 @@ _PIECES = [
 def test_the_quick_probe_never_misses_what_the_scrub_would_change(text: str) -> None:
     if scrub(text) != text:
         assert might_hold_secret(json.dumps({"k": [text]}, ensure_ascii=False)), text
+
+
+async def test_stored_code_stays_runnable_and_query_credentials_do_not(store: BaseStore) -> None:
+    code = "rows = sorted(rows, key=operator.itemgetter(1)); call(token=tok)"
+    url = "GET https://api.test/v1?q=rome&api_key=abcdef123456&page=2"
+    await store.create("s", {"code": code, "url": url})
+    stored = (await store.get("s")).to_dict()
+    assert stored["code"] == code
+    assert stored["url"] == f"GET https://api.test/v1?q=rome&api_key={REDACTED}&page=2"
+    assert redact(code) != code  # an export is read, not run: it stays strict

@@ -40,6 +40,7 @@ __all__ = [
     "remember_secret",
     "scrub",
     "scrub_document",
+    "self_evident",
 ]
 
 REDACTED = "[redacted]"
@@ -133,6 +134,12 @@ def is_secret_key(key: str) -> bool:
 
 _SHORTEST_SECRET = 5
 """No pattern matches fewer characters (``key=x``): shorter text is left as it is."""
+
+
+def self_evident(value: str) -> bool:
+    """Whether the detectors recognise ``value`` on its own, wherever it appears (an API
+    key's or a JWT's form): such a value needs no remembering to be scrubbed."""
+    return _SECRET_TEXT.fullmatch(value) is not None
 
 
 def detected_secrets(text: str) -> list[str]:

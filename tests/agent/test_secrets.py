@@ -203,6 +203,9 @@ async def test_an_unset_variable_is_named_when_the_secret_resolves() -> None:
     secret = Secret("API_TOKEN", resolver=EnvResolver(environ={}))
     with pytest.raises(SecretUnavailableError, match="environment variable 'API_TOKEN'"):
         await secret.resolve()
-    prefixed = Secret("TOKEN", resolver=EnvResolver(prefix="APP_", environ={"APP_TOKEN": "v" * 9}))
-    assert await prefixed.resolve() == "v" * 9
+    # Random values: a resolved value is scrubbed process-wide, so a fixed one could
+    # change what another test's artefacts read.
+    value = secrets.token_hex(8)
+    prefixed = Secret("TOKEN", resolver=EnvResolver(prefix="APP_", environ={"APP_TOKEN": value}))
+    assert await prefixed.resolve() == value
     assert Secret.env("x", variable="Y").resolver == EnvResolver(variable="Y")

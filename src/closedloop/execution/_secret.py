@@ -34,6 +34,7 @@ from .._redaction import (
     redact,
     reference,
     remember_secret,
+    self_evident,
     valid_name,
 )
 
@@ -258,7 +259,11 @@ class RunSecrets:
             name = f"detected_{n}"
             self._detected[name] = value
             self._names[value] = name
-            remember_secret(value, name)
+            # Remembered process-wide only where the detectors would miss it alone (the
+            # value of a query's api_key=...); an API key's own form is caught anywhere as
+            # it is, and every export then reads the same "[redacted]" whichever run saw it.
+            if not self_evident(value):
+                remember_secret(value, name)
         return name
 
     def adopt_text(self, text: str) -> str:

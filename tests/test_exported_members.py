@@ -46,6 +46,8 @@ EXPECTED: dict[str, set[str]] = {
         "RunLimits",
         "RunResult",
         "SchemaCompileError",
+        "Secret",
+        "SecretUnavailableError",
         "SessionNotFoundError",
         "StaleStateError",
         "StateError",

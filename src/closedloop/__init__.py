@@ -16,7 +16,8 @@ Under it: observe -> measure error -> controller -> actuate -> act -> observe. T
 subpackages mirror that loop: ``closedloop.control`` (controllers, observers,
 schedules), ``closedloop.perception``, ``closedloop.decision``, ``closedloop.execution``,
 ``closedloop.feedback``, ``closedloop.agent``, with ``closedloop.models`` at the edge.
-The top level holds the first agent's names and every exception.
+The top level holds the first agent's names, ``Secret`` (a credential the tools get and
+nothing else sees) and every exception.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .agent import stop_on_no_progress as stop_on_no_progress
     from .agent import stop_on_repeats as stop_on_repeats
     from .agent import tool as tool
+    from .execution import Secret as Secret
     from .integrations import mcp_server as mcp_server
 
 __version__ = "0.1.0"
@@ -65,8 +67,11 @@ _agent_all = [
 
 # Tools from an MCP server, beside ``tool``: ``Agent(model, tools=[mcp_server("..."), f])``.
 _integrations_all = ["mcp_server"]
+_execution_all = ["Secret"]
 
-__all__ = sorted(["__version__", *_exceptions_all, *_agent_all, *_integrations_all])
+__all__ = sorted(
+    ["__version__", *_exceptions_all, *_agent_all, *_integrations_all, *_execution_all]
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -79,4 +84,8 @@ def __getattr__(name: str) -> Any:
         from . import integrations
 
         return getattr(integrations, name)
+    if name in _execution_all:
+        from . import execution
+
+        return getattr(execution, name)
     raise AttributeError(f"module 'closedloop' has no attribute {name!r}")

@@ -19,6 +19,7 @@ The tree::
     │   └── RealModelCallBlockedError         a real model was called where only test models may run
     ├── ModelPullError                        fetching or verifying a built-in model failed
     ├── ToolError                             a tool could not be described or called
+    ├── SecretUnavailableError                a secret reference could not be resolved (names it)
     ├── ActionError                           an action contract was violated
     │   ├── PreconditionFailedError           the action did not run
     │   ├── PostconditionFailedError          the action ran; its compensation was triggered
@@ -76,6 +77,7 @@ __all__ = [
     "RealModelCallBlockedError",
     "ReconciliationRequiredError",
     "SchemaCompileError",
+    "SecretUnavailableError",
     "SessionNotFoundError",
     "StaleStateError",
     "StateError",
@@ -162,6 +164,17 @@ class ModelPullError(ClosedLoopError):
 
 class ToolError(ClosedLoopError):
     """A tool could not be described, validated or called."""
+
+
+class SecretUnavailableError(ClosedLoopError):
+    """A secret a tool call refers to could not be resolved: no secret of that name is
+    declared, or its resolver failed. The message names the secret, never its value; a run
+    that meets one ends with halt ``secret_unavailable``."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"secret {name!r}: {reason}")
 
 
 class ActionError(ClosedLoopError):

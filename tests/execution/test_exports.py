@@ -8,10 +8,11 @@ import closedloop.policy as policy
 EXPECTED = {
     "DEFAULT_VOLATILE_FIELDS", "PROGRAMMING_ERRORS", "ActionOutcome", "AtomicAction", "CheckFn",
     "Compensation", "CompensationResult", "Condition", "Confirmation", "EffectClass",
-    "EffectLedger", "EffectRecord", "EffectStatus", "ExecutionEvent", "Executor",
-    "OutcomeStatus", "Reconciler", "Reconciliation", "RecordStore", "RetryIf", "RetryIfAll",
-    "RetryIfAny", "RetryIfException", "RetryIfPredicate", "RetryNever", "RetryPolicy",
-    "RetryState", "Stop", "StopAfterAttempt", "StopAfterDelay", "StopAll", "StopAny", "Wait",
+    "EffectLedger", "EffectRecord", "EffectStatus", "EnvResolver", "ExecutionEvent",
+    "Executor", "OutcomeStatus", "Reconciler", "Reconciliation", "RecordStore", "RetryIf",
+    "RetryIfAll", "RetryIfAny", "RetryIfException", "RetryIfPredicate", "RetryNever",
+    "RetryPolicy", "RetryState", "Secret", "SecretResolver", "Stop", "StopAfterAttempt",
+    "StopAfterDelay", "StopAll", "StopAny", "Wait",
     "WaitExponential", "WaitFixed", "WaitFullJitter", "WaitNone", "WaitRandom", "WaitSum",
     "canonical_json", "effect_key", "execute", "execute_sync", "normalise",
 }  # fmt: skip

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
-from ..execution import Confirmation
+from ..execution import Confirmation, Secret
+from ..execution._secret import RunSecrets
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
 from ..models import Model, ModelLadder, OpenAICompatible, load_model
@@ -126,6 +127,10 @@ class Agent(Generic[OutputT]):
     the limits alone. ``store`` keeps task state, the controllers' history and the handover
     queue (default: one ``MemoryStore`` per agent). ``trace`` is where each run's steps go:
     a ``TraceSink``, a JSONL path, ``False`` for none, or ``None`` for a JSONL file per run.
+
+    ``secrets`` are the :class:`~closedloop.execution.Secret`s the tools may need: the model
+    is told their references (``{{secret:API_TOKEN}}``) and the tool receives the value,
+    resolved at the call; nothing else ever holds it (docs/how-to/secrets.md).
     """
 
     def __init__(
@@ -145,8 +150,13 @@ class Agent(Generic[OutputT]):
         store: StateStore | None = None,
         trace: Trace = None,
         runtime: Runtime | None = None,
+        secrets: Iterable[Secret] = (),
     ) -> None:
         self.mode = mode_of(mode)
+        if isinstance(secrets, Secret | str) or not isinstance(secrets, Iterable):
+            raise ConfigurationError("secrets", secrets, "must be a list of Secret values")
+        self.secrets = RunSecrets(secrets).declared  # checked: Secrets, each name once
+        note = RunSecrets(self.secrets).prompt_note()
         self.model_settings = ms = _group("model_settings", model_settings, ModelSettings)
         self.limits = _group("limits", limits, RunLimits)
         self.context = ctx = _group("context", context, ContextSettings)
@@ -204,7 +214,8 @@ class Agent(Generic[OutputT]):
             observation_chars=ctx.observation_chars,
             keep_observations=ctx.keep_observations,
             projection=ProjectionOptions(
-                observations=ctx.context_observations, instructions=instructions
+                observations=ctx.context_observations,
+                instructions="\n".join(t for t in (instructions, note) if t),
             ),
             format_answer=self._output.checked(ctx.format_answer),
             clock=rt.clock,
@@ -212,6 +223,7 @@ class Agent(Generic[OutputT]):
             sleep=rt.sleep,
             read_retry=read_retry,
             ladder=ladder if ladder is not None and len(ladder) > 1 else None,
+            secrets=self.secrets,
         )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).
@@ -278,11 +290,14 @@ class Agent(Generic[OutputT]):
         task_id = spec.task_id or new_id("task")
         run_id = new_id("run")
         session = session_id or task_id
+        # A secret in the task's text becomes a reference before the state exists: the model,
+        # the store and the trace see the reference, a tool call that uses it the value.
+        secrets = RunSecrets(self.secrets)
         state = TaskState(
             task_id=task_id,
             run_id=run_id,
             session_id=session,
-            prompt=spec.prompt,
+            prompt=secrets.adopt_text(spec.prompt),
             mode=self.settings.mode,
             phase="collecting" if self.settings.mode == "react" else "planning",
             required_fields={f.name: spec.context.get(f.name) for f in spec.required_fields},
@@ -308,7 +323,13 @@ class Agent(Generic[OutputT]):
         except Exception as exc:  # the store failed before the first step: a recorded end too
             failure = exc
         run = self._new_run(
-            spec, state, handle, budget=Budget.of(budget), cancel=cancel, trace=trace
+            spec,
+            state,
+            handle,
+            budget=Budget.of(budget),
+            cancel=cancel,
+            trace=trace,
+            secrets=secrets,
         )
         if failure is not None:
             await end_with_error(run, failure)
@@ -436,6 +457,7 @@ class Agent(Generic[OutputT]):
         cancel: Any,
         trace: Any,
         confirmation: Confirmation | None = None,
+        secrets: RunSecrets | None = None,
     ) -> Run:
         """The one way a run is built: a fresh task, a resumed one or a recovered one."""
         sink, path = self._sink(state.run_id, trace)
@@ -452,6 +474,7 @@ class Agent(Generic[OutputT]):
             bank=self._bank,
             health=self._health,
             confirmation=confirmation,
+            secrets=secrets if secrets is not None else RunSecrets(self.secrets),
         )
 
     def _typed(self, result: RunResult) -> AgentResult[OutputT]:

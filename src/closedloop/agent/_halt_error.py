@@ -12,7 +12,7 @@ from __future__ import annotations
 import traceback
 from types import TracebackType
 
-from .._exceptions import OutputValidationError
+from .._exceptions import OutputValidationError, SecretUnavailableError
 from ..execution import PROGRAMMING_ERRORS, AtomicAction
 from ..feedback._store import BaseStore
 from ..models import Model
@@ -58,17 +58,20 @@ async def end_with_error(run: Run, exc: BaseException) -> RunError:
     """End ``run`` as ``error`` (or mark its result so) and put the error in the result."""
     error = describe_error(exc)
     message = f"ended by an error: {error.summary()}"
+    halt = HaltReason.ERROR
+    if isinstance(exc, SecretUnavailableError):  # a named end: the caller's setup, not a bug
+        halt, message = HaltReason.SECRET_UNAVAILABLE, f"secret unavailable: {exc}"
     if run.result is None:
         run.sink = _WithError(run.sink, error)  # the trace's result carries the error too
         try:
-            await run.finish(HaltReason.ERROR, message=message)
+            await run.finish(halt, message=message)
         except Exception:  # the store or the trace is what failed: still give a result
             if run.result is None:
                 run.result = _bare_result(run, message)
     assert run.result is not None
     run.result = run.result.model_copy(
         update={
-            "halt_reason": HaltReason.ERROR,
+            "halt_reason": halt,
             "success": False,
             "answer": None,
             "message": message,

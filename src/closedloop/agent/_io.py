@@ -5,6 +5,11 @@ that runs a tool. Each call is raced against the run's watchers (deadline, budge
 cancellation), so it ends when the run must, not when the call returns; each returns a
 value and changes only the run's accounts (budget, effect keys, what it remembers of
 passing faults), never the step's decisions.
+
+The tool port is also where a secret meets its value: the arguments a call hands the
+executor (and so the effect ledger) name secrets by reference, the values are resolved
+here, once per call, and filled in by the action itself just before its function runs;
+a secret the tool answers with reaches the model as a reference too.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..execution import (
     Executor,
     OutcomeStatus,
 )
+from ..execution._secret import RunSecrets, references_in
 from ..models import Completion, Model, ModelLadder, ModelRequest, Rung
 from ..perception import Observation, ObservationStatus
 from ..policy import (
@@ -116,6 +122,7 @@ class RunContext(Protocol):
     confirmation: Confirmation | None
     last_errors: dict[str, float]
     health: ToolHealth | None
+    secrets: RunSecrets
 
     def elapsed(self) -> float: ...
 
@@ -329,6 +336,16 @@ def outcome_observation(outcome: ActionOutcome, source: str, now: float) -> Obse
     return Observation.failed(str(error), source=source, timestamp=now, meaning=meaning)
 
 
+def _adopt_secrets(secrets: RunSecrets, observation: Observation) -> Observation:
+    """The observation with any secret in its text as a reference (the model reads it)."""
+    update = {
+        name: adopted
+        for name in ("value", "meaning", "error")
+        if (adopted := secrets.adopt(getattr(observation, name))) is not getattr(observation, name)
+    }
+    return observation.model_copy(update=update) if update else observation
+
+
 class _Halted(Exception):
     """The run must end during the wait before a read is asked again."""
 
@@ -397,9 +414,12 @@ class ToolPort:
         within the same ``max_retries`` the executor has for exceptions (see
         ``_reads.py``), by the one retry driver of :mod:`closedloop.policy`; each retry
         goes into the returned :class:`ToolRun`.
+
+        A reference to a secret that cannot be resolved raises
+        :class:`~closedloop.SecretUnavailableError` before anything runs: the run ends
+        with ``secret_unavailable``.
         """
         run = self._run
-        action = tool.action
         health = run.health
 
         def tool_down() -> ActionOutcome | None:
@@ -421,6 +441,11 @@ class ToolPort:
             now = run.settings.wall_clock()
             return ToolRun(outcome_observation(refused, tool.name, now), refused, None, ())
         measured = None if health is None else health.timeout_s(tool.name)
+        # A secret the model wrote out in clear becomes a reference like the others, so the
+        # ledger's arguments and key never hold a value; the values exist for this call only.
+        arguments = run.secrets.adopt(call.arguments)
+        values = await run.secrets.resolve(references_in(arguments))
+        action = tool.action.with_secret_values(values)
         if not tool.fixed_timeout:
             timeout_s = settings.timeout_ms / 1000.0 if measured is None else measured
             action = action.with_timeout(max(0.001, timeout_s))
@@ -452,7 +477,7 @@ class ToolPort:
             outcome, halt = await race(
                 self.executor.execute(
                     action,
-                    call.arguments,
+                    arguments,
                     task_id=run.state.task_id,
                     step=run.state.step,
                     confirmation=confirmation,
@@ -464,10 +489,10 @@ class ToolPort:
             if outcome is None:
                 return None
             used += max(1, outcome.attempts)
-            answer = outcome_observation(outcome, tool.name, run.settings.wall_clock())
+            observed = outcome_observation(outcome, tool.name, run.settings.wall_clock())
             if health is not None:
                 health.record_latency(tool.name, run.settings.clock() - started)
-            return answer
+            return _adopt_secrets(run.secrets, observed)
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
             # Why this answer is worth asking again (the retry slot) and after how long.

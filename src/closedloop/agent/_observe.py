@@ -66,7 +66,8 @@ def absorb(
         ObservationEntry(
             step=state.step,
             tool=tool.name,
-            arguments=dict(call.arguments),
+            # as the tool port handed them on: a secret the model wrote out is a reference
+            arguments=dict(run.secrets.adopt(call.arguments)),
             observation=dumped,
             progress=progress,
         )

@@ -42,6 +42,9 @@ class HaltReason(StrEnum):
     REPEATED_ACTION = "repeated_action"
     HANDOVER = "handover"
     ERROR = "error"
+    SECRET_UNAVAILABLE = "secret_unavailable"
+    """A tool call referred to a secret that could not be resolved (unknown, or its
+    resolver failed); the result's ``error`` names it."""
 
 
 class _Frozen(BaseModel):

@@ -15,6 +15,7 @@ from typing import Any
 from .._exceptions import StateError
 from ..decision import Decision, HybridController, default_rules
 from ..execution import Confirmation, EffectLedger, Executor
+from ..execution._secret import RunSecrets
 from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus
 from ._actuators import Actuators, Controllers
@@ -60,6 +61,7 @@ class Run:
         bank: ControllerBank,
         confirmation: Confirmation | None = None,
         health: ToolHealth | None = None,
+        secrets: RunSecrets | None = None,
     ) -> None:
         self.settings = settings
         self.health = health  # the agent's tool breakers and latencies, if it keeps them
@@ -76,6 +78,8 @@ class Run:
         self.actuators = Actuators()  # the settings each key acts on; a step hands them on
         # A human's approval covers the one frozen action only (taken by its execution).
         self.confirmation = confirmation
+        # The run's secrets: declared ones, and those found in its text (values held here only).
+        self.secrets = secrets if secrets is not None else RunSecrets(settings.secrets)
         self.validator = Validator(settings.tools)
         deferred = bank.store if isinstance(bank.store, DeferredRecords) else None
         self.deferred = deferred
@@ -301,5 +305,6 @@ def _message(halt: HaltReason, state: TaskState, tokens: int) -> str:
         HaltReason.REPEATED_ACTION: "stopped: the model kept repeating the same action",
         HaltReason.HANDOVER: "handed over to a human",
         HaltReason.ERROR: "ended by an error",
+        HaltReason.SECRET_UNAVAILABLE: "a secret a tool call needs could not be resolved",
     }
     return f"{texts[halt]} {done}"

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..execution import Secret
 from ..models import Model, ModelLadder
 from ._control import ControlConfig
 from ._projection import ProjectionOptions
@@ -53,3 +54,4 @@ class LoopSettings:
     sleep: Sleep
     read_retry: ReadRetry = field(default_factory=ReadRetry)
     ladder: ModelLadder | None = None  # the model ladder; ``model`` is its cheapest rung
+    secrets: tuple[Secret, ...] = ()  # resolved at call time by the tool port

@@ -3,7 +3,8 @@
 Every change goes through an :class:`AtomicAction` (preconditions, postconditions, timeout,
 retry policy, compensation, effect class) and, for effects that must not repeat, through
 the :class:`EffectLedger` kept in the state store. :class:`Executor` ties them together and
-returns a typed :class:`ActionOutcome`.
+returns a typed :class:`ActionOutcome`. A credential an action needs is a :class:`Secret`:
+a reference everywhere, resolved into the arguments only as the action runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._executor import Executor, execute, execute_sync
 from ._ledger import CompensationResult, EffectLedger, RecordStore
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._secret import EnvResolver, Secret, SecretResolver
 
 # The executor's retry policy is the one policy algebra of closedloop.policy. The names
 # below are the ones this package exported before the algebra was shared, kept as
@@ -80,6 +82,7 @@ __all__ = [
     "EffectLedger",
     "EffectRecord",
     "EffectStatus",
+    "EnvResolver",
     "ExecutionEvent",
     "Executor",
     "OutcomeStatus",
@@ -94,6 +97,8 @@ __all__ = [
     "RetryNever",
     "RetryPolicy",
     "RetryState",
+    "Secret",
+    "SecretResolver",
     "Stop",
     "StopAfterAttempt",
     "StopAfterDelay",

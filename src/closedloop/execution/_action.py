@@ -18,6 +18,7 @@ from .._exceptions import (
 from .._policy import RetryPolicy
 from .._validation import require_positive
 from ._effect import EffectClass, EffectRecord
+from ._secret import substitute
 
 __all__ = [
     "AtomicAction",
@@ -169,6 +170,11 @@ class AtomicAction:
     volatile_fields: frozenset[str] = frozenset()
     uncertain_errors: tuple[type[Exception], ...] = ()
     description: str = ""
+    secret_fill: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Fills secret references into the arguments just before ``fn`` (and the
+    compensation) runs: set per call by :meth:`with_secret_values`, never by hand."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
@@ -211,6 +217,27 @@ class AtomicAction:
         """The same action with another timeout."""
         return dataclasses.replace(self, timeout_s=timeout_s)
 
+    def with_secret_values(self, values: Mapping[str, str]) -> AtomicAction:
+        """The same action for one call whose ``{{secret:NAME}}`` references ``fn``, the
+        compensation and the reconciler receive filled in from ``values``. Everything
+        else (conditions, the ledger, the outcome) keeps seeing the references."""
+        if not values:
+            return self
+        held = dict(values)
+
+        def fill(args: Mapping[str, Any]) -> Mapping[str, Any]:
+            filled: Mapping[str, Any] = substitute(args, held)
+            return filled
+
+        reconciler = self.reconciler
+        if reconciler is not None:
+            inner = reconciler
+
+            def reconciler(args: Mapping[str, Any], record: EffectRecord) -> Any:
+                return inner(fill(args), record)
+
+        return dataclasses.replace(self, secret_fill=fill, reconciler=reconciler)
+
     @property
     def compensation_name(self) -> str | None:
         if self.compensation is None:
@@ -238,6 +265,8 @@ class AtomicAction:
 
     async def invoke(self, args: Mapping[str, Any]) -> Any:
         """Run ``fn(**args)`` once under the timeout; raise :class:`ActionTimeoutError`."""
+        if self.secret_fill is not None:
+            args = self.secret_fill(args)  # the values exist only inside this call
         if _is_async_callable(self.fn):
             call: Awaitable[Any] = self.fn(**args)
         else:
@@ -258,6 +287,8 @@ class AtomicAction:
     async def compensate(self, args: Mapping[str, Any], result: Any) -> None:
         """Run the compensation, if any."""
         if self.compensation is not None:
+            if self.secret_fill is not None:
+                args = self.secret_fill(args)
             await call_maybe_async(self.compensation, args, result)
 
     def postcondition_error(self, reason: str, compensated: bool | None) -> Exception:

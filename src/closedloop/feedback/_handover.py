@@ -8,17 +8,14 @@ process and a whole fleet of servers shares one queue. This module is the one pl
 defines the record format: ``EscalateToHuman`` writes its escalation entries through
 :func:`escalation_record`, and :meth:`HandoverItem.from_record` reads both kinds.
 
-It also holds the secret redaction every persisted or exported artefact goes through
-(audits here, traces and spans in ``closedloop.agent``).
+Audits are redacted on the way in (:func:`redact`, kept importable from here; the
+detectors live in ``closedloop/_redaction.py``).
 """
 
 from __future__ import annotations
 
 import builtins
-import functools
-import itertools
 import logging
-import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, SessionNotFoundError, StaleStateError
+from .._redaction import REDACTED, is_secret_key, redact
 from ._store import Record, StateStore, record_name
 
 __all__ = [
@@ -46,79 +44,9 @@ __all__ = [
 HANDOVER_NAMESPACE = "handover"
 """The record namespace of the human handover queue."""
 
-REDACTED = "[redacted]"
-"""What a secret is replaced with."""
-
 _FORMAT = 1
 _DECIDE_ATTEMPTS = 4
 _log = logging.getLogger("closedloop.handover")
-
-# --- secrets -------------------------------------------------------------------------------
-
-# Whole words of a key ("prompt_tokens" is a usage counter, "access_token" is a secret).
-_SECRET_WORDS = frozenset(
-    {"token", "secret", "password", "passwd", "authorization", "apikey", "cookie", "credentials"}
-)
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NON_WORD = re.compile(r"[^a-z0-9]+")
-_SECRET_TEXT = re.compile(
-    # A bearer credential: needs a digit or punctuation, or length, so "Bearer of news" stays.
-    r"(?i:\bbearer\s+)(?:(?=[A-Za-z]*[0-9\-._~+/])[A-Za-z0-9\-._~+/]{8,}|[A-Za-z]{20,})=*"
-    r"|\bsk-(?=[A-Za-z0-9_\-]*[0-9])[A-Za-z0-9_\-]{20,}"  # OpenAI / Anthropic style keys
-    r"|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
-    r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack
-    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
-    r"|\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # JWTs
-)
-_SECRET_PARAM = re.compile(
-    r"(?i)(\b(?:api[_-]?key|access[_-]?token|token|password|secret|key)=)[^&\s#\"']+"
-)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    """Whether a mapping key names a credential (``api_key``, ``Authorization``, ...)."""
-    # Cached: every trace line and audit asks again about the same few dozen field names.
-    words = _NON_WORD.split(_CAMEL.sub("_", key).lower())
-    if any(word in _SECRET_WORDS for word in words):
-        return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
-
-
-_SHORTEST_SECRET = 5
-"""No pattern matches fewer characters (``key=x``): shorter text is left as it is."""
-
-
-def _redact_text(text: str) -> str:
-    if len(text) < _SHORTEST_SECRET:
-        return text
-    text = _SECRET_TEXT.sub(REDACTED, text)
-    # Every credential parameter has its '='; most text has none, so skip that pattern.
-    return _SECRET_PARAM.sub(rf"\1{REDACTED}", text) if "=" in text else text
-
-
-def redact(value: Any) -> Any:
-    """A copy of a JSON-like value with secrets replaced by ``"[redacted]"``.
-
-    The value under a credential-named key is replaced whole (``None`` is kept: it shows
-    that no credential was set); strings anywhere have bearer tokens, API keys, JWTs and
-    ``key=...`` query parameters replaced in place. Other values come back unchanged.
-    """
-    if isinstance(value, str):
-        return _redact_text(value) if value else value
-    if isinstance(value, Mapping):
-        return {
-            k: (
-                REDACTED if isinstance(k, str) and v is not None and is_secret_key(k) else redact(v)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    return value
-
 
 # --- the item ------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """The state store contract: ``Snapshot``, ``Record``, ``StateStore`` and shared machinery.
 
 Backends (memory, SQLite, later Redis) share one behaviour, kept here so it cannot drift:
-argument checks, the JSON/size gate in front of every write, the field-expiry rules and
-the read-modify-CAS loop behind ``update``.
+argument checks, the JSON/size gate in front of every write, the secret scrub behind it
+(sessions, records, ledger entries, handover items: nothing is stored with a secret in
+clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
+from .._redaction import might_hold_secret, scrub_document
 from .._validation import require_int_at_least, require_positive
 from ._json import JSONValue, check_json, encode_document, thaw
 
@@ -511,13 +513,20 @@ class BaseStore(ABC):
     def _check_document(
         self, data: object, *, argument: str, what: str
     ) -> tuple[dict[str, Any], str]:
-        """Validate a top-level JSON object; return its plain copy and its JSON text."""
+        """Validate a top-level JSON object; return its plain copy and its JSON text, with
+        every secret in its text replaced by a reference (see ``closedloop/_redaction.py``).
+
+        The one boundary every write crosses, whatever wrote it: the loop's task state,
+        the ledger's arguments and results, the service's run records, handover items."""
         if not isinstance(data, Mapping):
             raise ConfigurationError(
                 argument, type(data).__name__, "must be a mapping (a JSON object)"
             )
         plain: dict[str, Any] = check_json(data, argument)
         text = encode_document(plain)
+        # One probe of the text first: most documents hold no candidate at all.
+        if might_hold_secret(text) and scrub_document(plain):
+            text = encode_document(plain)
         self._check_size(text, what)
         return plain, text
 

@@ -43,6 +43,7 @@ from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from ._ratelimit import RateLimiter
 from ._registry import default_registry
 from ._runs import RunManager
+from ._scrubbed import ScrubbedJSONResponse
 from ._sessions import router as sessions_router
 from ._settings import ServerSettings, open_store
 from ._sse import RunHub
@@ -137,6 +138,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         # stays at /openapi.json for any local viewer.
         docs_url=None,
         redoc_url=None,
+        default_response_class=ScrubbedJSONResponse,  # no answer holds a secret in clear
     )
     app.state.service = service
     app.add_exception_handler(ApiError, api_error_handler)

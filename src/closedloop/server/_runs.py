@@ -357,7 +357,7 @@ class RunManager:
         status = "handover" if frozen and not rejected else "done"
         if halt is HaltReason.CANCELLED:
             status = "cancelled"
-        elif halt is HaltReason.ERROR:  # an exception inside the run, now in the result
+        elif halt in (HaltReason.ERROR, HaltReason.SECRET_UNAVAILABLE):  # raised in the run
             status = "error"
         changes = {
             "status": status,

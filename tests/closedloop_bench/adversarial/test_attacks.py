@@ -82,13 +82,13 @@ async def test_the_service_refuses_without_saying_what_exists(tmp_path: Path) ->
     assert result.breaches == []
 
 
-async def test_secrets_stay_out_of_traces_reports_and_logs(tmp_path: Path) -> None:
+async def test_secrets_stay_out_of_every_file_the_run_wrote(tmp_path: Path) -> None:
     result = await secrets_attack(tmp_path)
-    files = {b.split(" ")[0] for b in result.breaches}
-    # Known limit: the task state in the store keeps the prompt verbatim (resume needs it).
-    assert files <= {"state.db"}, result.breaches
-    assert all("from the prompt" in b for b in result.breaches)
-    assert result.attempts >= 6  # trace.jsonl, report.json, the log and the store, x2 keys
+    assert result.breaches == []
+    # Three values searched in the trace, the result, the log, the SQLite file and its WAL
+    # and shared memory (while open), then again after the store closed; plus the checks
+    # that the WAL was there, that the tool got the value and that the model never did.
+    assert result.attempts >= 3 * 6 + 3 * 4 + 3
 
 
 def test_the_reliability_table_shows_every_row_and_known_limits() -> None:

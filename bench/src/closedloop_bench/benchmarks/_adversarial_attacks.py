@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from closedloop import Secret
 from closedloop.agent import (
     Agent,
     HaltReason,
@@ -332,10 +333,19 @@ def capture_logs(path: Path) -> logging.Handler:
 
 
 async def secrets_attack(root: Path) -> AttackResult:
-    """A run with a secret in the tool's config and in the prompt; grep what it wrote."""
+    """A run with a secret in the prompt, one in a tool's configuration and one declared as
+    a ``Secret`` the model names by reference; then every file the run wrote is searched
+    for each value: the SQLite file with its ``-wal`` and ``-shm`` while the store is still
+    open, everything again once it is closed (traces, result files, the log)."""
     result = AttackResult("secret_redaction")
     token = "sk-" + secrets.token_hex(16)  # typed by the user, passed on by the model
     header = "sk-" + secrets.token_hex(16)  # the tool's own configuration
+    vault = "vault-" + secrets.token_hex(16)  # a declared Secret: no detector knows its form
+    values = {
+        header: "the tool's configured key",
+        token: "the key from the prompt",
+        vault: "the declared secret's value",
+    }
     work = root / "secrets"
     work.mkdir(parents=True, exist_ok=True)
 
@@ -351,6 +361,26 @@ async def secrets_attack(root: Path) -> AttackResult:
         )
         await send({"type": "http.response.body", "body": b'{"temp_c": 12.5}'})
 
+    received: list[str] = []
+
+    @tool
+    def open_vault(token: str) -> dict[str, Any]:
+        """Open the vault with its token."""
+        received.append(token)
+        return {"opened": token == vault}
+
+    def scan(when: str) -> set[str]:
+        seen: set[str] = set()
+        for path in sorted(work.rglob("*")):
+            if path.is_file():
+                data = path.read_bytes()
+                where = path.relative_to(work)
+                seen.add(str(where))
+                for value, what in values.items():
+                    result.record(value.encode() not in data, f"{where} holds {what} ({when})")
+        return seen
+
+    prompts: list[str] = []
     handler = capture_logs(work / "run.log")
     store = SQLiteStore(work / "state.db")
     try:
@@ -364,26 +394,30 @@ async def secrets_attack(root: Path) -> AttackResult:
             )
 
             def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
-                if "temp_c" in messages[-1].content:
+                prompts.extend(m.content for m in messages)
+                if '"opened"' in messages[-1].content:
                     return {"final": f"12.5 C (used key {token})"}
+                if "temp_c" in messages[-1].content:
+                    return {"tool": "open_vault", "arguments": {"token": "{{secret:VAULT}}"}}
                 return {"tool": "weather", "arguments": {"city": "Paris", "api_key": token}}
 
             agent = Agent(
                 FunctionModel(reply),
-                [weather],
+                [weather, open_vault],
                 store=store,
                 runtime=Runtime(trace_dir=work / "runs"),
+                secrets=[Secret("VAULT", resolver=lambda name: vault)],
             )
             await agent.run(Task(prompt=f"Weather in Paris? My API key is {token}."))
             await weather.aclose()
+        written = scan("store open")
+        result.record("state.db-wal" in written, "the store's WAL was not there to search")
     finally:
         await store.close()
         logging.getLogger().removeHandler(handler)
         handler.close()
-    for path in sorted(work.rglob("*")):
-        if path.is_file():
-            data = path.read_bytes()
-            where = path.relative_to(work)
-            result.record(header.encode() not in data, f"{where} holds the tool's configured key")
-            result.record(token.encode() not in data, f"{where} holds the key from the prompt")
+    scan("store closed")
+    result.record(received == [vault], "the tool did not receive the declared secret's value")
+    seen = "\n".join(prompts)
+    result.record(vault not in seen and token not in seen, "the model saw a secret's value")
     return result

@@ -17,7 +17,8 @@ EXPECTED = {
     "fault_summary", "faults_from_log", "get_strategy", "model_source", "oracle_model",
     "oracle_verdict", "percentile", "pick_demo_tasks", "plan_jobs", "planner_faults",
     "plot_curves", "rate", "render_demo", "render_faults", "render_overhead", "run_agent_demo",
-    "run_demo_sync", "run_faults_bench", "run_overhead_bench", "summarise_cells",
+    "run_demo_sync", "run_faults_bench", "BudgetPoint", "budget_frontier", "plot_budget",
+    "retryable", "run_budget_sweep", "run_overhead_bench", "summarise_cells",
     "wilson_interval", "write_json",
 }  # fmt: skip
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from inspect import isfunction
 
+from ._budget import BudgetPoint, budget_frontier, plot_budget, run_budget_sweep
 from ._cache import CachingModel, CompletionCache, cache_key, default_cache_path
 from ._demo import (
     DemoConfig,
@@ -54,7 +55,15 @@ from ._runner import (
     plan_jobs,
 )
 from ._stats import Rate, percentile, rate, wilson_interval
-from ._strategies import STRATEGY_NAMES, BenchStrategy, Episode, Limits, Outcome, get_strategy
+from ._strategies import (
+    STRATEGY_NAMES,
+    BenchStrategy,
+    Episode,
+    Limits,
+    Outcome,
+    get_strategy,
+    retryable,
+)
 from ._testmodel import IdealReference, oracle_model
 from ._worlds import WorldFarm, WorldLease
 
@@ -65,6 +74,7 @@ __all__ = [
     "TOOL_ENDPOINTS",
     "AsyncioExecutor",
     "BenchStrategy",
+    "BudgetPoint",
     "CachingModel",
     "CellSummary",
     "ClaimCheck",
@@ -92,6 +102,7 @@ __all__ = [
     "TargetCheck",
     "WorldFarm",
     "WorldLease",
+    "budget_frontier",
     "cache_key",
     "check_claims",
     "check_targets",
@@ -106,12 +117,15 @@ __all__ = [
     "pick_demo_tasks",
     "plan_jobs",
     "planner_faults",
+    "plot_budget",
     "plot_curves",
     "rate",
     "render_demo",
     "render_faults",
     "render_overhead",
+    "retryable",
     "run_agent_demo",
+    "run_budget_sweep",
     "run_demo_sync",
     "run_faults_bench",
     "run_overhead_bench",

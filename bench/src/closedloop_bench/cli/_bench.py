@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from closedloop._exceptions import ConfigurationError
 from closedloop.harness import (
@@ -326,6 +327,68 @@ def _explain_world_tasks(tasks: Path | None, split: str) -> None:
     if tasks is not None:  # after the listing, so a refused task can be read next to it
         asyncio.run(verify_world_tasks(tasks))
         _out.print("every ideal run passes its checker; an empty run fails", highlight=False)
+
+
+@app.command("budget")
+def budget(
+    model: Annotated[str, typer.Option(help="Model spec, or test:oracle.")] = "test:oracle",
+    profiles: Annotated[str, typer.Option(help="Comma-separated fault profiles.")] = "harsh",
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = "1,3,5,7",
+    episodes: Annotated[int, typer.Option(help="Episodes per (profile, steps) cell.")] = 5,
+    attempts: Annotated[str, typer.Option(help="Attempts per call to sweep.")] = "1,2,3,4,5,6",
+    backoffs: Annotated[str, typer.Option(help="First backoffs to sweep, s.")] = "0.1,0.5,2",
+    adaptive: Annotated[
+        str, typer.Option(help="Adaptive strategies, run at the largest attempt budget.")
+    ] = "closedloop_pid,closedloop_budget",
+    seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 8,
+    out: Annotated[Path, typer.Option(help="Folder for sweep.json and frontier.png.")] = Path(
+        "runs/bench-budget"
+    ),
+) -> None:
+    """The success–cost plane: every fixed retry budget against the adaptive loop."""
+    import json
+
+    from ..benchmarks import FaultsConfig, plot_budget, run_budget_sweep
+
+    try:
+        tries = tuple(int(a) for a in _csv(attempts))
+        waits = tuple(float(b) for b in _csv(backoffs))
+    except ValueError as exc:
+        raise typer.BadParameter(f"--attempts and --backoffs take numbers: {exc}") from None
+    base = FaultsConfig(
+        model=model,
+        profiles=_csv(profiles),
+        steps=_steps(steps),
+        episodes=episodes,
+        seed=seed,
+        concurrency=concurrency,
+        command="closedloop bench budget",
+    )
+    sweep = asyncio.run(
+        run_budget_sweep(base, attempts=tries, backoffs=waits, adaptive=_csv(adaptive))
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")
+    plot = plot_budget(sweep, out / "frontier.png")
+    table = Table(title="success and cost per episode: fixed budgets and the loop")
+    for column in ("strategy", "attempts", "backoff s", "success % [95 % CI]", "requests",
+                   "latency s", "frontier"):  # fmt: skip
+        table.add_column(column)
+    front = {(p["attempts"], p["backoff_s"]) for p in sweep["frontier"]}
+    for p in [*sweep["fixed"], *sweep["adaptive"]]:
+        on = p["strategy"] == "fixed_retries" and (p["attempts"], p["backoff_s"]) in front
+        table.add_row(
+            p["strategy"], str(p["attempts"]), f"{p['backoff_s']:g}",
+            f"{100 * p['success']:.1f} [{100 * p['ci_low']:.1f}, {100 * p['ci_high']:.1f}]",
+            f"{p['requests']:.2f}", f"{p['latency_s']:.2f}", "yes" if on else "",
+        )  # fmt: skip
+    _out.print(table)
+    for v in sweep["verdicts"]:
+        _out.print(
+            f"{v['strategy']}: target {'met' if v['target_met'] else 'NOT met'} ({v['how']})"
+        )
+    _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
 
 
 @app.command("overhead")

@@ -18,13 +18,24 @@ from .._exceptions import (
     ActionTimeoutError,
     ConfigurationError,
     ConfirmationRequiredError,
+    EffectInFlightError,
+    FencedOutError,
     LedgerError,
     PreconditionFailedError,
     ReconciliationRequiredError,
     StaleStateError,
 )
-from .._policy import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, RetryPolicy
+from .._policy import (
+    PROGRAMMING_ERRORS,
+    PolicyDecision,
+    PolicyState,
+    RetryPolicy,
+    retry_if_result,
+    stop_after_delay,
+    wait_exponential,
+)
 from .._retrying import Retried, retry_async
+from .._validation import require_non_negative
 from ._action import AtomicAction, Confirmation, call_maybe_async
 from ._canonical import effect_key
 from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
@@ -37,6 +48,10 @@ T = TypeVar("T")
 
 EventHook = Callable[[ExecutionEvent], Awaitable[None] | None]
 Sleep = Callable[[float], Awaitable[None]]
+
+DEFAULT_IN_FLIGHT_WAIT_S = 30.0
+# Watching another owner's claim: a first look soon, then no more than four a second.
+_WATCH = wait_exponential(0.005, 2.0, 0.25)
 
 
 @dataclass(slots=True)
@@ -75,6 +90,11 @@ class Executor:
     can find reconcilers and compensations; register others up front with ``actions``.
     With a ledger, the arguments of recorded actions (``once``/``irreversible``, or with a
     compensation) must be JSON data: they are what a restarted process compensates with.
+
+    An effect another owner has claimed and is still within its lease is watched for up
+    to ``in_flight_wait_s`` seconds (on ``clock``, backing off through ``sleep``): its
+    commit is replayed here, an expired lease is reconciled; still in flight after that,
+    the call ends ``reconciliation_required`` with :class:`EffectInFlightError`.
     """
 
     def __init__(
@@ -86,8 +106,10 @@ class Executor:
         on_event: EventHook | None = None,
         actions: Iterable[AtomicAction] = (),
         clock: Callable[[], float] = time.monotonic,
+        in_flight_wait_s: float = DEFAULT_IN_FLIGHT_WAIT_S,
     ) -> None:
         self.ledger = ledger
+        self.in_flight_wait_s = require_non_negative("in_flight_wait_s", in_flight_wait_s)
         self._sleep = sleep
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
@@ -226,13 +248,12 @@ class Executor:
                 first = None
         record = None if first is not None else await ledger.get(run.key)
         if record is not None and record.status is EffectStatus.PENDING:
-            resolved = await self._reconcile(run, ledger, record, "is pending from an earlier run")
-            if isinstance(resolved, ActionOutcome):
-                return resolved
-            record = resolved
+            settled = await self._settle(run, ledger, record, "is pending from an earlier run")
+            if isinstance(settled, ActionOutcome):
+                return settled
+            record = settled
         if record is not None and record.status is EffectStatus.COMMITTED:
-            await self._emit("replayed", run)
-            return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
+            return await self._replay(run, record)
         if record is not None and record.status is not EffectStatus.FAILED:
             return run.outcome(
                 OutcomeStatus.FAILED,
@@ -263,14 +284,18 @@ class Executor:
                         attempts=n,
                         previous=claimed,
                     )
+                await self._emit("claimed", run)
+                # The last look before the world changes: still this claim, lease live.
+                current = await ledger.check_fence(current)
             except StaleStateError as exc:
-                error = ReconciliationRequiredError(
-                    f"effect {key!r} was claimed by another worker at the same time"
-                )
-                error.__cause__ = exc
-                return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error)
+                # Another claim holds the key (a claim at the same moment, or a takeover
+                # since ours): watch it and answer with its outcome, never call as well.
+                watched = await self._watch_other(run, ledger, exc)
+                if isinstance(watched, ActionOutcome):
+                    return watched
+                claimed = watched  # it failed: this try failed too, the next claims anew
+                raise LedgerError(f"effect {key!r}: the claim that won failed") from exc
             claimed = current
-            await self._emit("claimed", run)
             try:
                 result = await action.invoke(run.args)
             except action.uncertain_errors as exc:
@@ -291,7 +316,10 @@ class Executor:
                 failure = exc
             else:
                 await self._emit("called", run)
-                committed = await ledger.commit(current, result, attempts=n)
+                try:
+                    committed = await ledger.commit(current, result, attempts=n)
+                except FencedOutError as exc:
+                    return self._fenced_after_call(run, result, exc)
                 await self._emit("committed", run)
                 return await self._check_result(run, result, committed)
             await self._emit("failed", run)
@@ -301,6 +329,99 @@ class Executor:
         if retried.error is not None:
             return self._failure(run, retried.error)
         return retried.unwrap()
+
+    async def _replay(self, run: _Run, record: EffectRecord) -> ActionOutcome:
+        await self._emit("replayed", run)
+        return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
+
+    async def _settle(
+        self, run: _Run, ledger: EffectLedger, record: EffectRecord, why: str
+    ) -> EffectRecord | ActionOutcome:
+        """A pending entry found before claiming: another owner's live claim is watched,
+        an abandoned one (lease expired, or this owner's own) reconciled."""
+        if ledger.claims.held_elsewhere(record):
+            watched = await self._watch(run, ledger, record, ledger.claims.held_elsewhere)
+            if watched is None:
+                return self._gone(run)
+            if ledger.claims.held_elsewhere(watched):
+                return self._in_flight(run, ledger, watched)
+            if watched.status is not EffectStatus.PENDING:
+                return watched
+            record, why = watched, "was pending when its lease expired"
+        return await self._reconcile(run, ledger, record, why)
+
+    async def _watch_other(
+        self, run: _Run, ledger: EffectLedger, lost: StaleStateError
+    ) -> EffectRecord | ActionOutcome:
+        """After losing the key to another claim: its outcome once it ends (a commit is
+        replayed), the claim that failed, or in flight if it outlasts the wait."""
+        assert run.key is not None
+        current = await ledger.get(run.key)
+        if current is None:
+            return self._gone(run)
+        watched = await self._watch(run, ledger, current, _live_claim(ledger))
+        if watched is None:
+            return self._gone(run)
+        if watched.status is EffectStatus.COMMITTED:
+            return await self._replay(run, watched)
+        if watched.status is EffectStatus.FAILED:
+            return watched
+        if watched.status is EffectStatus.PENDING:
+            outcome = self._in_flight(run, ledger, watched)
+            assert outcome.error is not None
+            outcome.error.__cause__ = lost
+            return outcome
+        return run.outcome(
+            OutcomeStatus.FAILED,
+            error=LedgerError(f"effect {run.key!r} was claimed elsewhere and is {watched.status}"),
+        )
+
+    async def _watch(
+        self,
+        run: _Run,
+        ledger: EffectLedger,
+        record: EffectRecord,
+        busy: Callable[[EffectRecord], bool],
+    ) -> EffectRecord | None:
+        """Read the entry again while ``busy`` says its claim is still running, within the
+        executor's wait; the last entry read (``None`` if it was removed)."""
+        if self.in_flight_wait_s <= 0 or not busy(record):
+            return record
+        key = record.key
+
+        async def look(_: int) -> EffectRecord | None:
+            return await ledger.get(key)
+
+        policy = RetryPolicy(
+            stop=stop_after_delay(self.in_flight_wait_s),
+            wait=_WATCH,
+            retry=retry_if_result(lambda seen: seen is not None and busy(seen)),
+        )
+        await self._emit("waiting", run)
+        done = await retry_async(look, policy, sleep=self._sleep, clock=self._clock)
+        return done.unwrap()
+
+    def _in_flight(self, run: _Run, ledger: EffectLedger, record: EffectRecord) -> ActionOutcome:
+        error: EffectInFlightError = ledger.claims.in_flight(
+            record, f"; still running after {self.in_flight_wait_s:g} s of waiting"
+        )
+        return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error, attempts=0)
+
+    def _gone(self, run: _Run) -> ActionOutcome:
+        return run.outcome(
+            OutcomeStatus.FAILED,
+            error=LedgerError(f"effect {run.key!r}: its ledger entry was removed meanwhile"),
+        )
+
+    def _fenced_after_call(self, run: _Run, result: Any, exc: FencedOutError) -> ActionOutcome:
+        # The call reached the world, but a takeover holds the key: its owner reconciles
+        # the effect (and should find this one); recording it here would fight that owner.
+        error = ReconciliationRequiredError(
+            f"effect {run.key!r} ran, but its claim was taken over before the commit "
+            f"({exc}); the owner that took it over reconciles it"
+        )
+        error.__cause__ = exc
+        return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, result=result, error=error)
 
     async def _reconcile(
         self,
@@ -414,6 +535,13 @@ class Executor:
         if self.ledger is None:
             raise ConfigurationError("ledger", None, f"{what} needs an EffectLedger")
         return self.ledger
+
+
+def _live_claim(ledger: EffectLedger) -> Callable[[EffectRecord], bool]:
+    """Whether a claim that beat ours is still running: pending within its lease."""
+    return lambda record: (
+        record.status is EffectStatus.PENDING and ledger.claims.lease_live(record)
+    )
 
 
 async def execute(

@@ -11,14 +11,12 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._exceptions import (
     ActionTimeoutError,
     ConfigurationError,
     ConfirmationRequiredError,
-    EffectInFlightError,
     FencedOutError,
     LedgerError,
     PreconditionFailedError,
@@ -30,14 +28,20 @@ from .._policy import (
     PolicyDecision,
     PolicyState,
     RetryPolicy,
-    retry_if_result,
-    stop_after_delay,
-    wait_exponential,
 )
 from .._retrying import Retried, retry_async
 from .._validation import require_non_negative
 from ._action import AtomicAction, Confirmation, call_maybe_async
 from ._canonical import effect_key
+from ._inflight import (
+    DEFAULT_IN_FLIGHT_WAIT_S,
+    Call,
+    fenced_after_call,
+    gone,
+    in_flight,
+    live_claim,
+    watch,
+)
 from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
 
@@ -48,37 +52,6 @@ T = TypeVar("T")
 
 EventHook = Callable[[ExecutionEvent], Awaitable[None] | None]
 Sleep = Callable[[float], Awaitable[None]]
-
-DEFAULT_IN_FLIGHT_WAIT_S = 30.0
-# Watching another owner's claim: a first look soon, then no more than four a second.
-_WATCH = wait_exponential(0.005, 2.0, 0.25)
-
-
-@dataclass(slots=True)
-class _Run:
-    """Per-call bookkeeping."""
-
-    action: AtomicAction
-    args: dict[str, Any]
-    task_id: str
-    step: int
-    policy: RetryPolicy
-    key: str | None = None
-    attempt: int = 0
-    delays: tuple[float, ...] = ()
-
-    def outcome(self, status: OutcomeStatus, **fields: Any) -> ActionOutcome:
-        fields.setdefault("attempts", self.attempt)
-        return ActionOutcome(
-            action=self.action.name,
-            task_id=self.task_id,
-            step=self.step,
-            effect=self.action.effect,
-            status=status,
-            effect_key=self.key,
-            delays_s=self.delays,
-            **fields,
-        )
 
 
 class Executor:
@@ -160,7 +133,7 @@ class Executor:
             raise ConfigurationError("retry", retry, "must be a RetryPolicy or None")
         if confirmation is not None and not isinstance(confirmation, Confirmation):
             raise ConfigurationError("confirmation", confirmation, "must be a Confirmation")
-        run = _Run(action, dict(args or {}), task_id, step, retry or action.retry)
+        run = Call(action, dict(args or {}), task_id, step, retry or action.retry)
         self.register(action)
         ledger = self.ledger
         needs_record = action.effect.needs_ledger or action.compensation is not None
@@ -180,7 +153,7 @@ class Executor:
     # --- repeatable effects: retried blindly -----------------------------------------------
 
     async def _run_repeatable(
-        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+        self, run: Call, confirmation: Confirmation | None, state: Mapping[str, Any] | None
     ) -> ActionOutcome:
         blocked = await self._gate(run, confirmation, state)
         if blocked is not None:
@@ -220,7 +193,7 @@ class Executor:
 
     async def _run_once(
         self,
-        run: _Run,
+        run: Call,
         ledger: EffectLedger,
         confirmation: Confirmation | None,
         state: Mapping[str, Any] | None,
@@ -319,7 +292,7 @@ class Executor:
                 try:
                     committed = await ledger.commit(current, result, attempts=n)
                 except FencedOutError as exc:
-                    return self._fenced_after_call(run, result, exc)
+                    return fenced_after_call(run, result, exc)
                 await self._emit("committed", run)
                 return await self._check_result(run, result, committed)
             await self._emit("failed", run)
@@ -330,44 +303,44 @@ class Executor:
             return self._failure(run, retried.error)
         return retried.unwrap()
 
-    async def _replay(self, run: _Run, record: EffectRecord) -> ActionOutcome:
+    async def _replay(self, run: Call, record: EffectRecord) -> ActionOutcome:
         await self._emit("replayed", run)
         return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
 
     async def _settle(
-        self, run: _Run, ledger: EffectLedger, record: EffectRecord, why: str
+        self, run: Call, ledger: EffectLedger, record: EffectRecord, why: str
     ) -> EffectRecord | ActionOutcome:
         """A pending entry found before claiming: another owner's live claim is watched,
         an abandoned one (lease expired, or this owner's own) reconciled."""
         if ledger.claims.held_elsewhere(record):
             watched = await self._watch(run, ledger, record, ledger.claims.held_elsewhere)
             if watched is None:
-                return self._gone(run)
+                return gone(run)
             if ledger.claims.held_elsewhere(watched):
-                return self._in_flight(run, ledger, watched)
+                return in_flight(run, ledger, watched, self.in_flight_wait_s)
             if watched.status is not EffectStatus.PENDING:
                 return watched
             record, why = watched, "was pending when its lease expired"
         return await self._reconcile(run, ledger, record, why)
 
     async def _watch_other(
-        self, run: _Run, ledger: EffectLedger, lost: StaleStateError
+        self, run: Call, ledger: EffectLedger, lost: StaleStateError
     ) -> EffectRecord | ActionOutcome:
         """After losing the key to another claim: its outcome once it ends (a commit is
         replayed), the claim that failed, or in flight if it outlasts the wait."""
         assert run.key is not None
         current = await ledger.get(run.key)
         if current is None:
-            return self._gone(run)
-        watched = await self._watch(run, ledger, current, _live_claim(ledger))
+            return gone(run)
+        watched = await self._watch(run, ledger, current, live_claim(ledger))
         if watched is None:
-            return self._gone(run)
+            return gone(run)
         if watched.status is EffectStatus.COMMITTED:
             return await self._replay(run, watched)
         if watched.status is EffectStatus.FAILED:
             return watched
         if watched.status is EffectStatus.PENDING:
-            outcome = self._in_flight(run, ledger, watched)
+            outcome = in_flight(run, ledger, watched, self.in_flight_wait_s)
             assert outcome.error is not None
             outcome.error.__cause__ = lost
             return outcome
@@ -378,54 +351,20 @@ class Executor:
 
     async def _watch(
         self,
-        run: _Run,
+        run: Call,
         ledger: EffectLedger,
         record: EffectRecord,
         busy: Callable[[EffectRecord], bool],
     ) -> EffectRecord | None:
-        """Read the entry again while ``busy`` says its claim is still running, within the
-        executor's wait; the last entry read (``None`` if it was removed)."""
-        if self.in_flight_wait_s <= 0 or not busy(record):
-            return record
-        key = record.key
-
-        async def look(_: int) -> EffectRecord | None:
-            return await ledger.get(key)
-
-        policy = RetryPolicy(
-            stop=stop_after_delay(self.in_flight_wait_s),
-            wait=_WATCH,
-            retry=retry_if_result(lambda seen: seen is not None and busy(seen)),
+        if self.in_flight_wait_s > 0 and busy(record):
+            await self._emit("waiting", run)
+        return await watch(
+            ledger, record, busy, wait_s=self.in_flight_wait_s, sleep=self._sleep, clock=self._clock
         )
-        await self._emit("waiting", run)
-        done = await retry_async(look, policy, sleep=self._sleep, clock=self._clock)
-        return done.unwrap()
-
-    def _in_flight(self, run: _Run, ledger: EffectLedger, record: EffectRecord) -> ActionOutcome:
-        error: EffectInFlightError = ledger.claims.in_flight(
-            record, f"; still running after {self.in_flight_wait_s:g} s of waiting"
-        )
-        return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error, attempts=0)
-
-    def _gone(self, run: _Run) -> ActionOutcome:
-        return run.outcome(
-            OutcomeStatus.FAILED,
-            error=LedgerError(f"effect {run.key!r}: its ledger entry was removed meanwhile"),
-        )
-
-    def _fenced_after_call(self, run: _Run, result: Any, exc: FencedOutError) -> ActionOutcome:
-        # The call reached the world, but a takeover holds the key: its owner reconciles
-        # the effect (and should find this one); recording it here would fight that owner.
-        error = ReconciliationRequiredError(
-            f"effect {run.key!r} ran, but its claim was taken over before the commit "
-            f"({exc}); the owner that took it over reconciles it"
-        )
-        error.__cause__ = exc
-        return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, result=result, error=error)
 
     async def _reconcile(
         self,
-        run: _Run,
+        run: Call,
         ledger: EffectLedger,
         record: EffectRecord,
         why: str,
@@ -453,7 +392,7 @@ class Executor:
     # --- shared steps --------------------------------------------------------------------------
 
     async def _gate(
-        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+        self, run: Call, confirmation: Confirmation | None, state: Mapping[str, Any] | None
     ) -> ActionOutcome | None:
         action = run.action
         if action.requires_confirmation and (
@@ -471,7 +410,7 @@ class Executor:
             return run.outcome(OutcomeStatus.PRECONDITION_FAILED, error=exc)
         return None
 
-    async def _retry(self, run: _Run, attempt: Callable[[int], Awaitable[T]]) -> Retried[T]:
+    async def _retry(self, run: Call, attempt: Callable[[int], Awaitable[T]]) -> Retried[T]:
         """The one retry loop, under the call's policy; each retry is an event."""
 
         async def before_sleep(state: PolicyState, decision: PolicyDecision) -> None:
@@ -487,7 +426,7 @@ class Executor:
             before_sleep=before_sleep,
         )
 
-    def _failure(self, run: _Run, error: BaseException) -> ActionOutcome:
+    def _failure(self, run: Call, error: BaseException) -> ActionOutcome:
         status = (
             OutcomeStatus.TIMED_OUT
             if isinstance(error, ActionTimeoutError)
@@ -496,7 +435,7 @@ class Executor:
         return run.outcome(status, error=error)
 
     async def _check_result(
-        self, run: _Run, result: Any, record: EffectRecord | None
+        self, run: Call, result: Any, record: EffectRecord | None
     ) -> ActionOutcome:
         action = run.action
         reason = await action.postcondition_failure(result, run.args)
@@ -524,7 +463,7 @@ class Executor:
             compensated=compensated,
         )
 
-    async def _emit(self, name: str, run: _Run) -> None:
+    async def _emit(self, name: str, run: Call) -> None:
         if self._on_event is not None:
             event = ExecutionEvent(
                 name, run.action.name, run.task_id, run.step, run.key, run.attempt
@@ -535,13 +474,6 @@ class Executor:
         if self.ledger is None:
             raise ConfigurationError("ledger", None, f"{what} needs an EffectLedger")
         return self.ledger
-
-
-def _live_claim(ledger: EffectLedger) -> Callable[[EffectRecord], bool]:
-    """Whether a claim that beat ours is still running: pending within its lease."""
-    return lambda record: (
-        record.status is EffectStatus.PENDING and ledger.claims.lease_live(record)
-    )
 
 
 async def execute(

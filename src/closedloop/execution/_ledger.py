@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._conflict import retry_on_conflict
@@ -31,6 +30,7 @@ from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
 from ._claims import DEFAULT_LEASE_S, ClaimRules, FencedStore, default_owner
 from ._effect import EffectRecord, EffectStatus
+from ._saga import CompensationResult, compensate_task, describe, index_actions
 
 __all__ = [
     "CompensationResult",
@@ -76,16 +76,6 @@ class RecordStore(Protocol):
     async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class CompensationResult:
-    """What ``compensate`` did to one committed effect."""
-
-    key: str
-    action: str
-    status: EffectStatus
-    error: str | None = None
-
-
 def _thaw(value: Any) -> Any:
     # Stores hand back read-only views (MappingProxyType, tuples); records want plain JSON.
     if isinstance(value, Mapping):
@@ -93,12 +83,6 @@ def _thaw(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_thaw(v) for v in value]
     return value
-
-
-def _describe(error: BaseException | str) -> str:
-    if isinstance(error, str):
-        return error
-    return f"{type(error).__name__}: {error}"
 
 
 class EffectLedger:
@@ -360,7 +344,7 @@ class EffectLedger:
         updated = record.model_copy(
             update={
                 "status": EffectStatus.FAILED,
-                "error": _describe(error),
+                "error": describe(error),
                 "attempts": record.attempts if attempts is None else attempts,
             }
         )
@@ -412,13 +396,15 @@ class EffectLedger:
         Returns the resolved entries. Raises :class:`ReconciliationRequiredError` naming the
         keys no reconciler could resolve (the others are resolved first).
         """
-        index = _index(actions)
+        index = index_actions(actions)
         resolved: list[EffectRecord] = []
         unresolved: list[str] = []
         for record in await self.pending(task_id):
             action = index.get(record.action)
             if self.claims.held_elsewhere(record):
-                unresolved.append(f"{record.key} (in flight elsewhere: {self.claims.holder(record)})")
+                unresolved.append(
+                    f"{record.key} (in flight elsewhere: {self.claims.holder(record)})"
+                )
                 continue
             if action is None or action.reconciler is None:
                 unresolved.append(f"{record.key} (no reconciler)")
@@ -429,7 +415,7 @@ class EffectLedger:
                 raise
             except Exception as exc:
                 # The outside world could not be asked now; the effect stays pending.
-                unresolved.append(f"{record.key} (reconciler failed: {_describe(exc)})")
+                unresolved.append(f"{record.key} (reconciler failed: {describe(exc)})")
         if unresolved:
             raise ReconciliationRequiredError(
                 f"task {task_id!r}: {len(unresolved)} effect(s) still pending: "
@@ -449,39 +435,7 @@ class EffectLedger:
         compensations should be idempotent. Effects without a compensation are reported as
         still ``committed``.
         """
-        index = _index(actions)
-        await self.reconcile_pending(task_id, index)
-        todo = [
-            r
-            for r in await self.records(task_id)
-            if r.status in (EffectStatus.COMMITTED, EffectStatus.COMPENSATION_FAILED)
-        ]
-        missing = sorted(
-            {r.action for r in todo if r.compensation is not None and r.action not in index}
-        )
-        if missing:
-            raise LedgerError(f"task {task_id!r}: no action registered for {missing}")
-        results: list[CompensationResult] = []
-        for record in sorted(todo, key=lambda r: r.seq or 0, reverse=True):
-            action = index.get(record.action)
-            if record.compensation is None or action is None or action.compensation is None:
-                results.append(
-                    CompensationResult(record.key, record.action, record.status, "no compensation")
-                )
-                continue
-            try:
-                await action.compensate(record.args, record.result)
-            except Exception as exc:
-                failed = await self.mark(
-                    record, EffectStatus.COMPENSATION_FAILED, error=_describe(exc)
-                )
-                results.append(
-                    CompensationResult(record.key, record.action, failed.status, failed.error)
-                )
-                continue
-            done = await self.mark(record, EffectStatus.COMPENSATED)
-            results.append(CompensationResult(record.key, record.action, done.status))
-        return results
+        return await compensate_task(self, task_id, actions)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -542,11 +496,3 @@ class EffectLedger:
         if taken.ok:
             return taken.unwrap()
         raise LedgerError(f"task {task_id!r}: could not take a commit sequence number")
-
-
-def _index(
-    actions: Mapping[str, AtomicAction] | Iterable[AtomicAction],
-) -> dict[str, AtomicAction]:
-    if isinstance(actions, Mapping):
-        return dict(actions)
-    return {action.name: action for action in actions}

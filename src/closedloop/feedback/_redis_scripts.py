@@ -236,7 +236,7 @@ RECORD_PUT_FENCED = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 local version, actual = 0, 0
 if old then
-  local v, o, text = string.match(old, '^(%d+)\n[^\n]*\n([^\n]*)\n(.*)$')
+  local v, o, text = string.match(old, '^(%d+)\\n[^\\n]*\\n([^\\n]*)\\n(.*)$')
   if o == ARGV[5] then return {'again', v} end
   version = tonumber(v)
   local t = cjson.decode(text)[ARGV[2]]
@@ -244,7 +244,7 @@ if old then
 end
 if actual ~= tonumber(ARGV[3]) then return {'fenced', string.format('%d', actual)} end
 local v = tostring(version + 1)
-redis.call('HSET', KEYS[1], ARGV[1], v .. '\n' .. ARGV[4] .. '\n' .. ARGV[5] .. '\n' .. ARGV[6])
+redis.call('HSET', KEYS[1], ARGV[1], v .. '\\n' .. ARGV[4] .. '\\n' .. ARGV[5] .. '\\n' .. ARGV[6])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return {'ok', v}
 """

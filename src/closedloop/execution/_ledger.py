@@ -455,8 +455,9 @@ class EffectLedger:
         The store compares the token itself where it can (``record_put_fenced``); any
         other store compares the version, which every write moves, a takeover's included.
         """
-        put_fenced = getattr(self.store, "record_put_fenced", None)
-        if put_fenced is None:
+        # Looked up on the type, as record_put_many is: a wrapper that only forwards
+        # unknown attributes keeps the plain protocol (and sees every write).
+        if getattr(type(self.store), "record_put_fenced", None) is None:
             return await self._write(record, previous.version)
         store: FencedStore = self.store  # type: ignore[assignment]
         stored = await store.record_put_fenced(

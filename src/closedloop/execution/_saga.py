@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._exceptions import LedgerError
 from ._action import AtomicAction
-from ._effect import EffectStatus
-
-if TYPE_CHECKING:
-    from ._ledger import EffectLedger
+from ._effect import EffectRecord, EffectStatus
 
 __all__ = ["CompensationResult", "compensate_task", "describe", "index_actions"]
 
@@ -29,6 +26,20 @@ class CompensationResult:
     action: str
     status: EffectStatus
     error: str | None = None
+
+
+class _Ledger(Protocol):
+    """The part of ``EffectLedger`` a saga walks (the ledger imports this module)."""
+
+    async def reconcile_pending(
+        self, task_id: str, actions: Mapping[str, AtomicAction]
+    ) -> list[EffectRecord]: ...
+
+    async def records(self, task_id: str) -> list[EffectRecord]: ...
+
+    async def mark(
+        self, record: EffectRecord, status: EffectStatus, *, error: str | None = None
+    ) -> EffectRecord: ...
 
 
 def describe(error: BaseException | str) -> str:
@@ -48,7 +59,7 @@ def index_actions(
 
 
 async def compensate_task(
-    ledger: EffectLedger,
+    ledger: _Ledger,
     task_id: str,
     actions: Mapping[str, AtomicAction] | Iterable[AtomicAction],
 ) -> list[CompensationResult]:

@@ -10,6 +10,7 @@ nothing, run the tool again, and the book would hold two orders.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,3 +125,34 @@ async def test_a_crash_mid_race_leaves_the_effect_to_the_lease_not_to_a_guess(
     )
     assert {o.status for o in outcomes} == {OutcomeStatus.RECONCILIATION_REQUIRED}
     assert task not in book.orders
+
+
+async def test_runs_racing_to_take_over_an_expired_claim_apply_it_once(
+    connections: list[StateStore],
+) -> None:
+    """A dead run's claim, long past its lease: one racer takes it over, the rest follow it."""
+    book = OrderBook()
+    action = book.action()
+    for round_ in range(5):
+        task = f"order-expired-{round_}"
+        args = {"task": task, "customer": "c-1"}
+        dead = EffectLedger(connections[0], owner="dead-run", lease_s=1.0)
+        key = dead.key_for(task, 1, action.name, args)
+        await dead.claim(key=key, task_id=task, step=1, action=action, args=args, attempts=1)
+
+        def later() -> float:
+            return time.time() + 3600.0  # the racers' clock: the dead run's lease is long over
+
+        outcomes = await asyncio.gather(
+            *(
+                Executor(
+                    EffectLedger(connections[i % CONNECTIONS], owner=f"run-{i}", clock=later)
+                ).execute(action, args, task_id=task, step=1)
+                for i in range(8)
+            )
+        )
+        assert book.orders[task] == ["c-1"], f"round {round_}: {book.orders[task]}"
+        assert all(o.ok for o in outcomes), [str(o.error) for o in outcomes if not o.ok]
+        assert {o.result["order_id"] for o in outcomes} == {f"{task}-1"}
+        (record,) = await EffectLedger(connections[0]).records(task)
+        assert record.status is EffectStatus.COMMITTED and record.owner != "dead-run"

@@ -379,6 +379,9 @@ class Executor:
                 return await ledger.reconcile(record, action)
             except PROGRAMMING_ERRORS:
                 raise
+            except StaleStateError as exc:
+                # Another claimant took the claim over first: its outcome is this call's.
+                return await self._watch_other(run, ledger, exc)
             except Exception as exc:
                 problem = f"and its reconciler failed ({type(exc).__name__}: {exc})"
                 cause = exc

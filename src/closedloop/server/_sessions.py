@@ -206,7 +206,15 @@ async def delete_session(session_id: str, principal: Caller, service: Svc) -> Re
 # --- runs ----------------------------------------------------------------------------------
 
 
-@router.post("/sessions/{session_id}/runs", status_code=202, tags=["runs"])
+@router.post(
+    "/sessions/{session_id}/runs",
+    status_code=202,
+    tags=["runs"],
+    responses={
+        200: {"description": "The run this Idempotency-Key first started; nothing new ran"},
+        422: {"description": "A bad body, or an Idempotency-Key reused with another body"},
+    },
+)
 async def create_run(
     session_id: str,
     body: RunCreate,

@@ -145,6 +145,22 @@ class RunManager:
         text: str,
         params: Mapping[str, Any],
         idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Build the agent, record the run and start it; returns the run record (the first
+        run's, for a repeated ``idempotency_key``: see :meth:`start_or_join`)."""
+        record, _ = await self.start_or_join(
+            store, session_id, agent_name, text, params, idempotency_key
+        )
+        return record
+
+    async def start_or_join(
+        self,
+        store: StateStore,
+        session_id: str,
+        agent_name: str,
+        text: str,
+        params: Mapping[str, Any],
+        idempotency_key: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Build the agent, record the run and start it; returns the run record and whether
         this call started it.

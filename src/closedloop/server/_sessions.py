@@ -234,7 +234,7 @@ async def create_run(
     store = service.scoped(principal)
     await load_session(service, store, session_id)
     try:
-        record, started = await service.runs.start(
+        record, started = await service.runs.start_or_join(
             store, session_id, body.agent, body.task, body.params, idempotency_key
         )
     except IdempotencyKeyReusedError as exc:

@@ -188,6 +188,12 @@ class RunManager:
             hub_sink.discard()
             raise
         hub_sink.agent = agent_name
+        if idempotency_key is not None:
+            # The build took a while: a request racing this one may hold the key by now.
+            first = await first_run(store, session_id, idempotency_key, fingerprint)
+            if first is not None:
+                await self._unstart(store, None, agent, hub_sink)
+                return first, False
         record = new_run_record(
             run_id=run_id,
             session_id=session_id,
@@ -216,10 +222,13 @@ class RunManager:
         self.metrics.runs_started.labels(agent_name, "start").inc()
         return record, True
 
-    async def _unstart(self, store: StateStore, key: str, agent: Any, hub_sink: _HubSink) -> None:
-        """Take back a run that was recorded but never spawned."""
+    async def _unstart(
+        self, store: StateStore, key: str | None, agent: Any, hub_sink: _HubSink
+    ) -> None:
+        """Take back a run that was built (and recorded under ``key``) but never spawned."""
         hub_sink.discard()
-        await store.record_delete(RUNS, key)
+        if key is not None:
+            await store.record_delete(RUNS, key)
         close = getattr(agent, "aclose", None)
         if not isinstance(agent, Agent) and callable(close):
             with contextlib.suppress(Exception):

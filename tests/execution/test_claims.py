@@ -33,6 +33,7 @@ from closedloop.execution import (
     Reconciliation,
 )
 from closedloop.feedback import MemoryStore, RedisStore, SQLiteStore, StateStore
+from closedloop.policy import RetryPolicy, stop_after_attempt
 
 LEASE_S = 60.0
 ARGS = {"customer": "c-1", "sku": "A"}
@@ -294,6 +295,32 @@ async def test_a_stale_owner_is_refused_before_it_calls_the_tool() -> None:
     assert shop.orders == []  # never called
     assert isinstance(outcome.error, EffectInFlightError)
     assert isinstance(outcome.error.__cause__, FencedOutError)
+
+
+async def test_the_fenced_out_owner_follows_the_new_holder_to_its_end() -> None:
+    """Run b took the claim over and then died too: once b's lease is over, a reconciles
+    (nothing happened) and its next try applies the effect, once."""
+    time, shop = Time(), Shop()
+    store = MemoryStore()
+    action = shop.order()
+    book_b = ledger(store, "run-b", time)
+
+    async def taken_over_once(event: ExecutionEvent) -> None:
+        if event.name == "claimed" and event.attempt == 1:
+            time.now += LEASE_S + 1
+            held = await book_b.get(event.key or "")
+            assert held is not None
+            await book_b.take_over(held)
+
+    outcome = await executor(
+        ledger(store, "run-a", time), time, wait_s=2 * LEASE_S, on_event=taken_over_once
+    ).execute(action, ARGS, task_id="t", step=1, retry=RetryPolicy(stop=stop_after_attempt(2)))
+    assert outcome.status is OutcomeStatus.SUCCEEDED, outcome.error
+    assert (len(shop.orders), shop.asked) == (1, 1)
+    assert LEASE_S <= sum(time.slept) < 2 * LEASE_S
+    (record,) = await book_b.records("t")
+    # 1: a's claim; 2: b's takeover; 3: a's takeover of b's, "not applied"; 4: a's new claim
+    assert (record.status, record.owner, record.fence) == (EffectStatus.COMMITTED, "run-a", 4)
 
 
 async def test_a_call_that_outlives_its_lease_cannot_commit_over_the_takeover() -> None:

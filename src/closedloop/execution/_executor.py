@@ -327,7 +327,8 @@ class Executor:
         self, run: Call, ledger: EffectLedger, lost: StaleStateError
     ) -> EffectRecord | ActionOutcome:
         """After losing the key to another claim: its outcome once it ends (a commit is
-        replayed), the claim that failed, or in flight if it outlasts the wait."""
+        replayed), the claim that failed, a reconciliation once its lease ran out, or in
+        flight if it outlasts the wait."""
         assert run.key is not None
         current = await ledger.get(run.key)
         if current is None:
@@ -335,6 +336,12 @@ class Executor:
         watched = await self._watch(run, ledger, current, live_claim(ledger))
         if watched is None:
             return gone(run)
+        if watched.status is EffectStatus.PENDING and not ledger.claims.lease_live(watched):
+            why = "was pending when its lease expired"
+            resolved = await self._reconcile(run, ledger, watched, why)
+            if isinstance(resolved, ActionOutcome):
+                return resolved
+            watched = resolved
         if watched.status is EffectStatus.COMMITTED:
             return await self._replay(run, watched)
         if watched.status is EffectStatus.FAILED:

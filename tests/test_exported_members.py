@@ -23,6 +23,8 @@ EXPECTED: dict[str, set[str]] = {
         "ConfigurationError",
         "ConfirmationRequiredError",
         "ContextOverflowError",
+        "EffectInFlightError",
+        "FencedOutError",
         "HaltReason",
         "HandoverRequiredError",
         "InvalidActionError",

@@ -27,8 +27,10 @@ The tree::
     │   └── ConfirmationRequiredError         a human must confirm before it runs
     ├── LedgerError                           the effect ledger cannot proceed
     │   └── ReconciliationRequiredError       an effect is pending: it may or may not have happened
+    │       └── EffectInFlightError           another owner's live claim holds the effect now
     ├── StateError                            the state store refused an operation
     │   ├── StaleStateError                   compare-and-set lost: the version moved on
+    │   │   └── FencedOutError                a newer claim's fencing token took the record over
     │   ├── SessionNotFoundError              no such session (or it expired)
     │   ├── StateSerializationError           the value cannot be stored as JSON
     │   └── StoreUnavailableError             the backing store is down or unwritable
@@ -58,6 +60,8 @@ __all__ = [
     "ConfigurationError",
     "ConfirmationRequiredError",
     "ContextOverflowError",
+    "EffectInFlightError",
+    "FencedOutError",
     "HandoverRequiredError",
     "InvalidActionError",
     "InvalidModelSpecError",
@@ -205,6 +209,15 @@ class ReconciliationRequiredError(LedgerError):
     """An effect is recorded as pending: it may or may not have been applied."""
 
 
+class EffectInFlightError(ReconciliationRequiredError):
+    """Another owner holds a live claim on the effect: its call may be in flight right now.
+
+    Not an abandoned claim: asking the world now could find nothing only because the
+    call has not landed yet. Wait for the claim to end (its commit is then replayed) or
+    for its lease to expire.
+    """
+
+
 class StateError(ClosedLoopError):
     """The state store refused an operation."""
 
@@ -217,6 +230,23 @@ class StaleStateError(StateError):
         self.expected = expected
         self.actual = actual
         super().__init__(f"session {session_id!r}: expected version {expected}, store has {actual}")
+
+
+class FencedOutError(StaleStateError):
+    """A fenced write lost: the record's fencing token is no longer the writer's.
+
+    A newer claim (a takeover after the writer's lease expired) holds the record, so the
+    writer may neither apply its effect nor record an outcome (fencing tokens:
+    Kleppmann 2016, "How to do distributed locking").
+    """
+
+    def __init__(self, name: str, token: int, actual: int | None) -> None:
+        StateError.__init__(
+            self, f"record {name!r}: fenced out, token {token} is not the current {actual}"
+        )
+        self.session_id = name
+        self.expected = token
+        self.actual = actual
 
 
 class SessionNotFoundError(StateError):

@@ -33,6 +33,9 @@ from closedloop.feedback import SQLiteStore
 
 TASK_STEP = 3
 ARGS = {"order": "o-42", "amount_cents": 1250}
+# The payer's identity survives its restarts: a restarted payer resolves its own claims at
+# once instead of waiting for the lease of the process that was killed.
+OWNER = "payer"
 
 
 def pay_action(base_url: str, *, with_reconciler: bool = False) -> AtomicAction:
@@ -70,7 +73,7 @@ async def main(db_path: str, base_url: str, task_id: str, halt_at: str) -> None:
 
     store = SQLiteStore(db_path)  # synchronous=FULL: a returned commit is on disk
     try:
-        executor = Executor(EffectLedger(store), on_event=halt)
+        executor = Executor(EffectLedger(store, owner=OWNER), on_event=halt)
         # A fresh request id on every run: volatile, so it must not change the key.
         args = {**ARGS, "request_id": uuid.uuid4().hex}
         outcome = await executor.execute(

@@ -185,7 +185,7 @@ async def test_resume_without_reconciler_never_pays_twice(
 
     store = SQLiteStore(db)
     try:
-        ledger = EffectLedger(store)
+        ledger = EffectLedger(store, owner=child.OWNER)
         pay = child.pay_action(server.url)
         if EffectStatus.PENDING in left:
             with pytest.raises(ReconciliationRequiredError):
@@ -221,7 +221,7 @@ async def test_resume_with_reconciler_pays_exactly_once(
 
     store = SQLiteStore(db)
     try:
-        ledger = EffectLedger(store)
+        ledger = EffectLedger(store, owner=child.OWNER)
         pay = child.pay_action(server.url, with_reconciler=True)
         executor = Executor(ledger, actions=[pay])
         resolved = await executor.resume("trip-2")  # reconcile before anything else
@@ -259,7 +259,7 @@ async def test_repeated_crashes_and_resumes_still_pay_once(
     store = SQLiteStore(db)
     try:
         pay = child.pay_action(server.url, with_reconciler=True)
-        executor = Executor(EffectLedger(store), actions=[pay])
+        executor = Executor(EffectLedger(store, owner=child.OWNER), actions=[pay])
         await executor.resume("trip-3")
         third = await executor.execute(
             pay, dict(child.ARGS), task_id="trip-3", step=child.TASK_STEP

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from closedloop import StaleStateError
+from closedloop import EffectInFlightError, StaleStateError
 from closedloop.agent import ControlConfig
 from closedloop.agent._control import ControllerBank
 from closedloop.execution import (
@@ -88,8 +88,12 @@ async def test_a_claim_left_by_a_crashed_worker_is_never_run_blind(
     await crashed.claim(key=key, task_id="t2", step=1, action=pay, args={"amount": 3}, attempts=1)
     await a.close()
 
-    outcome = await Executor(EffectLedger(b)).execute(pay, {"amount": 3}, task_id="t2", step=1)
+    # Within a's lease the claim may be a call in flight: b does not wait, and never pays.
+    outcome = await Executor(EffectLedger(b), in_flight_wait_s=0.0).execute(
+        pay, {"amount": 3}, task_id="t2", step=1
+    )
     assert outcome.status is OutcomeStatus.RECONCILIATION_REQUIRED
+    assert isinstance(outcome.error, EffectInFlightError)
     assert world.payments == []
     assert [r.key for r in await EffectLedger(b).pending("t2")] == [key]
 

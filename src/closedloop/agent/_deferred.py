@@ -244,6 +244,20 @@ class RidingWrites:
         await self.flush()
         return await self.store.record_put(namespace, key, value, expected_version=expected_version)
 
+    async def record_put_fenced(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        token: int,
+        fence: str = "fence",
+    ) -> Record:
+        await self.flush()
+        return await self.store.record_put_fenced(  # type: ignore[attr-defined,no-any-return]
+            namespace, key, value, token=token, fence=fence
+        )
+
     async def record_delete(self, namespace: str, key: str) -> bool:
         await self.flush()
         return await self.store.record_delete(namespace, key)

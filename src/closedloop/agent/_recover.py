@@ -52,7 +52,8 @@ async def recover_run(
         )
     if state.status != "running":
         raise ConfigurationError("task_id", session_id, f"has already ended ({state.halt})")
-    ledger = EffectLedger(store)  # the namespace the loop's executor writes
+    # The namespace and the owner the loop's executor writes: the run resolves its own claims.
+    ledger = EffectLedger(store, owner=session_id, clock=settings.wall_clock)
     resolved = await ledger.reconcile_pending(
         state.task_id, [tool.action for tool in settings.tools.values()]
     )

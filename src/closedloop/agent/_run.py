@@ -86,9 +86,13 @@ class Run:
         self.memory = SuccessMemory(store if deferred is None else deferred)
         # The two doors to the outside: every model call and every tool call goes through one.
         self.model_io = ModelPort(self)
-        self.tool_io = ToolPort(
-            self, Executor(EffectLedger(handle.ledger_store()), sleep=settings.sleep)
+        # The ledger's owner is the run's session: a recovery of this run resolves its own
+        # claims, another run's live claim on the same key is waited for.
+        ledger = EffectLedger(
+            handle.ledger_store(), owner=handle.session_id, clock=settings.wall_clock
         )
+        executor = Executor(ledger, sleep=settings.sleep, clock=settings.clock)
+        self.tool_io = ToolPort(self, executor)
         setpoint = task.complexity if task.complexity is not None else settings.control.setpoint
         self.control = TaskControl(settings.control, setpoint)
         self.control.restore(state.control)

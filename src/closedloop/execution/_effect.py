@@ -41,7 +41,14 @@ class EffectStatus(StrEnum):
 
 
 class EffectRecord(BaseModel):
-    """One ledger entry, as stored (JSON) in the state store's ``ledger`` namespace."""
+    """One ledger entry, as stored (JSON) in the state store's ``ledger`` namespace.
+
+    A claim names its ``owner`` (a run or a worker), holds a lease until
+    ``lease_expires_at`` (wall-clock seconds) and carries ``fence``, a fencing token that
+    grows by one with every new claim of the key (a retry after a failure, a takeover of
+    an expired lease). Entries written before claims had owners load with no owner, no
+    lease and token 0: nobody holds them.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -58,4 +65,7 @@ class EffectRecord(BaseModel):
     seq: int | None = None
     compensation: str | None = None
     note: str | None = None
+    owner: str | None = None
+    fence: int = 0
+    lease_expires_at: float | None = None
     version: int = Field(default=0, exclude=True)

@@ -11,22 +11,37 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._exceptions import (
     ActionTimeoutError,
     ConfigurationError,
     ConfirmationRequiredError,
+    FencedOutError,
     LedgerError,
     PreconditionFailedError,
     ReconciliationRequiredError,
     StaleStateError,
 )
-from .._policy import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, RetryPolicy
+from .._policy import (
+    PROGRAMMING_ERRORS,
+    PolicyDecision,
+    PolicyState,
+    RetryPolicy,
+)
 from .._retrying import Retried, retry_async
+from .._validation import require_non_negative
 from ._action import AtomicAction, Confirmation, call_maybe_async
 from ._canonical import effect_key
+from ._inflight import (
+    DEFAULT_IN_FLIGHT_WAIT_S,
+    Call,
+    fenced_after_call,
+    gone,
+    in_flight,
+    live_claim,
+    watch,
+)
 from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
 
@@ -39,33 +54,6 @@ EventHook = Callable[[ExecutionEvent], Awaitable[None] | None]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-@dataclass(slots=True)
-class _Run:
-    """Per-call bookkeeping."""
-
-    action: AtomicAction
-    args: dict[str, Any]
-    task_id: str
-    step: int
-    policy: RetryPolicy
-    key: str | None = None
-    attempt: int = 0
-    delays: tuple[float, ...] = ()
-
-    def outcome(self, status: OutcomeStatus, **fields: Any) -> ActionOutcome:
-        fields.setdefault("attempts", self.attempt)
-        return ActionOutcome(
-            action=self.action.name,
-            task_id=self.task_id,
-            step=self.step,
-            effect=self.action.effect,
-            status=status,
-            effect_key=self.key,
-            delays_s=self.delays,
-            **fields,
-        )
-
-
 class Executor:
     """Runs actions under their contracts; ``once``/``irreversible`` ones through a ledger.
 
@@ -75,6 +63,11 @@ class Executor:
     can find reconcilers and compensations; register others up front with ``actions``.
     With a ledger, the arguments of recorded actions (``once``/``irreversible``, or with a
     compensation) must be JSON data: they are what a restarted process compensates with.
+
+    An effect another owner has claimed and is still within its lease is watched for up
+    to ``in_flight_wait_s`` seconds (on ``clock``, backing off through ``sleep``): its
+    commit is replayed here, an expired lease is reconciled; still in flight after that,
+    the call ends ``reconciliation_required`` with :class:`EffectInFlightError`.
     """
 
     def __init__(
@@ -86,8 +79,10 @@ class Executor:
         on_event: EventHook | None = None,
         actions: Iterable[AtomicAction] = (),
         clock: Callable[[], float] = time.monotonic,
+        in_flight_wait_s: float = DEFAULT_IN_FLIGHT_WAIT_S,
     ) -> None:
         self.ledger = ledger
+        self.in_flight_wait_s = require_non_negative("in_flight_wait_s", in_flight_wait_s)
         self._sleep = sleep
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
@@ -138,7 +133,7 @@ class Executor:
             raise ConfigurationError("retry", retry, "must be a RetryPolicy or None")
         if confirmation is not None and not isinstance(confirmation, Confirmation):
             raise ConfigurationError("confirmation", confirmation, "must be a Confirmation")
-        run = _Run(action, dict(args or {}), task_id, step, retry or action.retry)
+        run = Call(action, dict(args or {}), task_id, step, retry or action.retry)
         self.register(action)
         ledger = self.ledger
         needs_record = action.effect.needs_ledger or action.compensation is not None
@@ -158,7 +153,7 @@ class Executor:
     # --- repeatable effects: retried blindly -----------------------------------------------
 
     async def _run_repeatable(
-        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+        self, run: Call, confirmation: Confirmation | None, state: Mapping[str, Any] | None
     ) -> ActionOutcome:
         blocked = await self._gate(run, confirmation, state)
         if blocked is not None:
@@ -198,7 +193,7 @@ class Executor:
 
     async def _run_once(
         self,
-        run: _Run,
+        run: Call,
         ledger: EffectLedger,
         confirmation: Confirmation | None,
         state: Mapping[str, Any] | None,
@@ -226,13 +221,12 @@ class Executor:
                 first = None
         record = None if first is not None else await ledger.get(run.key)
         if record is not None and record.status is EffectStatus.PENDING:
-            resolved = await self._reconcile(run, ledger, record, "is pending from an earlier run")
-            if isinstance(resolved, ActionOutcome):
-                return resolved
-            record = resolved
+            settled = await self._settle(run, ledger, record, "is pending from an earlier run")
+            if isinstance(settled, ActionOutcome):
+                return settled
+            record = settled
         if record is not None and record.status is EffectStatus.COMMITTED:
-            await self._emit("replayed", run)
-            return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
+            return await self._replay(run, record)
         if record is not None and record.status is not EffectStatus.FAILED:
             return run.outcome(
                 OutcomeStatus.FAILED,
@@ -263,14 +257,18 @@ class Executor:
                         attempts=n,
                         previous=claimed,
                     )
+                await self._emit("claimed", run)
+                # The last look before the world changes: still this claim, lease live.
+                current = await ledger.check_fence(current)
             except StaleStateError as exc:
-                error = ReconciliationRequiredError(
-                    f"effect {key!r} was claimed by another worker at the same time"
-                )
-                error.__cause__ = exc
-                return run.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, error=error)
+                # Another claim holds the key (a claim at the same moment, or a takeover
+                # since ours): watch it and answer with its outcome, never call as well.
+                watched = await self._watch_other(run, ledger, exc)
+                if isinstance(watched, ActionOutcome):
+                    return watched
+                claimed = watched  # it failed: this try failed too, the next claims anew
+                raise LedgerError(f"effect {key!r}: the claim that won failed") from exc
             claimed = current
-            await self._emit("claimed", run)
             try:
                 result = await action.invoke(run.args)
             except action.uncertain_errors as exc:
@@ -291,7 +289,10 @@ class Executor:
                 failure = exc
             else:
                 await self._emit("called", run)
-                committed = await ledger.commit(current, result, attempts=n)
+                try:
+                    committed = await ledger.commit(current, result, attempts=n)
+                except FencedOutError as exc:
+                    return fenced_after_call(run, result, exc)
                 await self._emit("committed", run)
                 return await self._check_result(run, result, committed)
             await self._emit("failed", run)
@@ -302,9 +303,75 @@ class Executor:
             return self._failure(run, retried.error)
         return retried.unwrap()
 
+    async def _replay(self, run: Call, record: EffectRecord) -> ActionOutcome:
+        await self._emit("replayed", run)
+        return run.outcome(OutcomeStatus.REPLAYED, result=record.result, attempts=0)
+
+    async def _settle(
+        self, run: Call, ledger: EffectLedger, record: EffectRecord, why: str
+    ) -> EffectRecord | ActionOutcome:
+        """A pending entry found before claiming: another owner's live claim is watched,
+        an abandoned one (lease expired, or this owner's own) reconciled."""
+        if ledger.claims.held_elsewhere(record):
+            watched = await self._watch(run, ledger, record, ledger.claims.held_elsewhere)
+            if watched is None:
+                return gone(run)
+            if ledger.claims.held_elsewhere(watched):
+                return in_flight(run, ledger, watched, self.in_flight_wait_s)
+            if watched.status is not EffectStatus.PENDING:
+                return watched
+            record, why = watched, "was pending when its lease expired"
+        return await self._reconcile(run, ledger, record, why)
+
+    async def _watch_other(
+        self, run: Call, ledger: EffectLedger, lost: StaleStateError
+    ) -> EffectRecord | ActionOutcome:
+        """After losing the key to another claim: its outcome once it ends (a commit is
+        replayed), the claim that failed, a reconciliation once its lease ran out, or in
+        flight if it outlasts the wait."""
+        assert run.key is not None
+        current = await ledger.get(run.key)
+        if current is None:
+            return gone(run)
+        watched = await self._watch(run, ledger, current, live_claim(ledger))
+        if watched is None:
+            return gone(run)
+        if watched.status is EffectStatus.PENDING and not ledger.claims.lease_live(watched):
+            why = "was pending when its lease expired"
+            resolved = await self._reconcile(run, ledger, watched, why)
+            if isinstance(resolved, ActionOutcome):
+                return resolved
+            watched = resolved
+        if watched.status is EffectStatus.COMMITTED:
+            return await self._replay(run, watched)
+        if watched.status is EffectStatus.FAILED:
+            return watched
+        if watched.status is EffectStatus.PENDING:
+            outcome = in_flight(run, ledger, watched, self.in_flight_wait_s)
+            assert outcome.error is not None
+            outcome.error.__cause__ = lost
+            return outcome
+        return run.outcome(
+            OutcomeStatus.FAILED,
+            error=LedgerError(f"effect {run.key!r} was claimed elsewhere and is {watched.status}"),
+        )
+
+    async def _watch(
+        self,
+        run: Call,
+        ledger: EffectLedger,
+        record: EffectRecord,
+        busy: Callable[[EffectRecord], bool],
+    ) -> EffectRecord | None:
+        if self.in_flight_wait_s > 0 and busy(record):
+            await self._emit("waiting", run)
+        return await watch(
+            ledger, record, busy, wait_s=self.in_flight_wait_s, sleep=self._sleep, clock=self._clock
+        )
+
     async def _reconcile(
         self,
-        run: _Run,
+        run: Call,
         ledger: EffectLedger,
         record: EffectRecord,
         why: str,
@@ -319,6 +386,9 @@ class Executor:
                 return await ledger.reconcile(record, action)
             except PROGRAMMING_ERRORS:
                 raise
+            except StaleStateError as exc:
+                # Another claimant took the claim over first: its outcome is this call's.
+                return await self._watch_other(run, ledger, exc)
             except Exception as exc:
                 problem = f"and its reconciler failed ({type(exc).__name__}: {exc})"
                 cause = exc
@@ -332,7 +402,7 @@ class Executor:
     # --- shared steps --------------------------------------------------------------------------
 
     async def _gate(
-        self, run: _Run, confirmation: Confirmation | None, state: Mapping[str, Any] | None
+        self, run: Call, confirmation: Confirmation | None, state: Mapping[str, Any] | None
     ) -> ActionOutcome | None:
         action = run.action
         if action.requires_confirmation and (
@@ -350,7 +420,7 @@ class Executor:
             return run.outcome(OutcomeStatus.PRECONDITION_FAILED, error=exc)
         return None
 
-    async def _retry(self, run: _Run, attempt: Callable[[int], Awaitable[T]]) -> Retried[T]:
+    async def _retry(self, run: Call, attempt: Callable[[int], Awaitable[T]]) -> Retried[T]:
         """The one retry loop, under the call's policy; each retry is an event."""
 
         async def before_sleep(state: PolicyState, decision: PolicyDecision) -> None:
@@ -366,7 +436,7 @@ class Executor:
             before_sleep=before_sleep,
         )
 
-    def _failure(self, run: _Run, error: BaseException) -> ActionOutcome:
+    def _failure(self, run: Call, error: BaseException) -> ActionOutcome:
         status = (
             OutcomeStatus.TIMED_OUT
             if isinstance(error, ActionTimeoutError)
@@ -375,7 +445,7 @@ class Executor:
         return run.outcome(status, error=error)
 
     async def _check_result(
-        self, run: _Run, result: Any, record: EffectRecord | None
+        self, run: Call, result: Any, record: EffectRecord | None
     ) -> ActionOutcome:
         action = run.action
         reason = await action.postcondition_failure(result, run.args)
@@ -403,7 +473,7 @@ class Executor:
             compensated=compensated,
         )
 
-    async def _emit(self, name: str, run: _Run) -> None:
+    async def _emit(self, name: str, run: Call) -> None:
         if self._on_event is not None:
             event = ExecutionEvent(
                 name, run.action.name, run.task_id, run.step, run.key, run.attempt

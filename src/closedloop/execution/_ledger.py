@@ -5,17 +5,22 @@ Retrying a classification costs tokens; retrying a payment is an incident. Every
 marked ``committed`` with its result after, so a replay returns the recorded result instead
 of acting again. A crash between the call and the commit leaves ``pending``: the effect may
 or may not have happened, and only the outside world can say which (a reconciler).
+
+A claim carries its owner, a lease and a fencing token (see ``_claims``): a pending entry
+whose owner is alive and within its lease is an effect in flight, never reconciled as
+abandoned; a takeover takes the next token first, so the owner it replaced is fenced out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._conflict import retry_on_conflict
 from .._exceptions import (
     ConfigurationError,
+    FencedOutError,
     LedgerError,
     ReconciliationRequiredError,
     StaleStateError,
@@ -23,7 +28,9 @@ from .._exceptions import (
 from .._policy import PROGRAMMING_ERRORS, retry_if_result
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
+from ._claims import DEFAULT_LEASE_S, ClaimRules, FencedStore, default_owner
 from ._effect import EffectRecord, EffectStatus
+from ._saga import CompensationResult, compensate_task, describe, index_actions
 
 __all__ = [
     "CompensationResult",
@@ -69,16 +76,6 @@ class RecordStore(Protocol):
     async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class CompensationResult:
-    """What ``compensate`` did to one committed effect."""
-
-    key: str
-    action: str
-    status: EffectStatus
-    error: str | None = None
-
-
 def _thaw(value: Any) -> Any:
     # Stores hand back read-only views (MappingProxyType, tuples); records want plain JSON.
     if isinstance(value, Mapping):
@@ -88,18 +85,17 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-def _describe(error: BaseException | str) -> str:
-    if isinstance(error, str):
-        return error
-    return f"{type(error).__name__}: {error}"
-
-
 class EffectLedger:
     """Idempotency keys, claims, commits, reconciliation and saga compensation for a store.
 
     ``volatile_fields`` are argument names (at any depth) left out of the idempotency key:
     timestamps and request ids change between a call and its retry without changing what
     the call does.
+
+    ``owner`` names who claims through this ledger (a run id, a worker; default: this
+    process and a random tag). A restarted worker that gives the same owner may resolve
+    its own pending claims at once; another owner's claim waits for its lease, ``lease_s``
+    seconds from the claim on ``clock`` (wall-clock seconds, shared across processes).
     """
 
     def __init__(
@@ -108,12 +104,16 @@ class EffectLedger:
         namespace: str = "ledger",
         *,
         volatile_fields: Iterable[str] = DEFAULT_VOLATILE_FIELDS,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(namespace, str) or not namespace:
             raise ConfigurationError("namespace", namespace, "must be a non-empty string")
         self.store = store
         self.namespace = namespace
         self.volatile_fields = frozenset(volatile_fields)
+        self.claims = ClaimRules(default_owner() if owner is None else owner, lease_s, clock)
         self._seq: dict[str, tuple[int, int]] = {}  # task id -> (commit seq, record version)
 
     # --- keys and reads ------------------------------------------------------------------
@@ -143,6 +143,11 @@ class EffectLedger:
     async def pending(self, task_id: str) -> list[EffectRecord]:
         """The task's entries that may or may not have reached the world."""
         return [r for r in await self.records(task_id) if r.status is EffectStatus.PENDING]
+
+    @property
+    def owner(self) -> str:
+        """Who claims through this ledger."""
+        return self.claims.owner
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -180,18 +185,59 @@ class EffectLedger:
         attempts: int,
         previous: EffectRecord | None = None,
     ) -> EffectRecord:
-        """Atomically mark an effect ``pending`` before it runs.
+        """Atomically mark an effect ``pending`` before it runs, under this ledger's lease.
 
-        ``previous`` is the ``failed`` entry being retried, or ``None`` for a first claim.
-        Raises :class:`StaleStateError` when another worker got there first.
+        ``previous`` is the ``failed`` entry being retried, or ``None`` for a first claim
+        (a conditional insert, fencing token 1); a retry takes the next token. Raises
+        :class:`StaleStateError` when another worker got there first.
         """
         if previous is not None and previous.status is not EffectStatus.FAILED:
             raise LedgerError(f"effect {key!r} is {previous.status}; only failed ones re-run")
         record = self._new_record(
-            key, task_id, step, action, args, EffectStatus.PENDING, attempts=attempts
+            key,
+            task_id,
+            step,
+            action,
+            args,
+            EffectStatus.PENDING,
+            attempts=attempts,
+            fence=1 if previous is None else previous.fence + 1,
+            **self.claims.lease(),
         )
-        expected = 0 if previous is None else previous.version
-        return await self._write(record, expected)
+        if previous is None:
+            return await self._write(record, 0)
+        return await self._write_fenced(record, previous)
+
+    async def take_over(self, record: EffectRecord) -> EffectRecord:
+        """Hold a pending claim whose lease expired (or this owner's own) under a new token.
+
+        The claim's previous owner is fenced out from here on: its check before the call
+        and its commit both fail. Raises :class:`EffectInFlightError` while another owner's
+        lease is live, :class:`FencedOutError` if someone else took it over first.
+        """
+        if record.status is not EffectStatus.PENDING:
+            raise LedgerError(f"effect {record.key!r} is {record.status}; only pending is held")
+        if self.claims.held_elsewhere(record):
+            raise self.claims.in_flight(record)
+        taken = record.model_copy(update={"fence": record.fence + 1, **self.claims.lease()})
+        return await self._write_fenced(taken, record)
+
+    async def check_fence(self, record: EffectRecord) -> EffectRecord:
+        """Before the call: the claim is still this one (same token), its lease renewed if it
+        ran out meanwhile; :class:`FencedOutError` if a newer claim took the key over."""
+        current = await self.get(record.key)
+        name = f"{self.namespace}/{record.key}"
+        if (
+            current is None
+            or current.status is not EffectStatus.PENDING
+            or current.fence != record.fence
+            or current.owner != record.owner
+        ):
+            raise FencedOutError(name, record.fence, None if current is None else current.fence)
+        if self.claims.lease_live(current):
+            return current
+        renewed = current.model_copy(update=self.claims.lease())
+        return await self._write_fenced(renewed, current)
 
     async def commit(
         self, record: EffectRecord, result: Any, *, attempts: int | None = None, note: str = ""
@@ -209,7 +255,7 @@ class EffectLedger:
         if getattr(type(self.store), "record_put_many", None) is not None:
             return await self._commit_with_seq(record, fields)
         updated = record.model_copy(update={**fields, "seq": await self._next_seq(record.task_id)})
-        return await self._write(updated, record.version)
+        return await self._write_fenced(updated, record)
 
     async def _commit_with_seq(
         self, record: EffectRecord, fields: Mapping[str, Any]
@@ -217,7 +263,9 @@ class EffectLedger:
         """Take the sequence number and commit the entry in one write (one durable commit).
 
         A lost race on the counter is retried; a lost race on the entry itself is another
-        worker's commit and raises, as a plain commit would.
+        worker's commit and raises, as a plain commit would. The entry is compared on its
+        version, which every write moves (a takeover's included), so an owner fenced out
+        since its claim fails here just as on its token.
         """
         namespace = f"{self.namespace}.seq"
 
@@ -245,6 +293,10 @@ class EffectLedger:
             except StaleStateError:
                 entry = await self.store.record_get(self.namespace, record.key)
                 if entry is None or entry.version != record.version:
+                    token = None if entry is None else self._load(entry).fence
+                    if token is not None and token != record.fence:
+                        name = f"{self.namespace}/{record.key}"
+                        raise FencedOutError(name, record.fence, token) from None
                     raise
                 return None  # only the counter moved: take the next number
             self._seq[record.task_id] = (seq, stored[0].version)
@@ -292,30 +344,39 @@ class EffectLedger:
         updated = record.model_copy(
             update={
                 "status": EffectStatus.FAILED,
-                "error": _describe(error),
+                "error": describe(error),
                 "attempts": record.attempts if attempts is None else attempts,
             }
         )
-        return await self._write(updated, record.version)
+        return await self._write_fenced(updated, record)
 
     async def mark(
         self, record: EffectRecord, status: EffectStatus, *, error: str | None = None
     ) -> EffectRecord:
-        """Move an entry to ``status`` (compare-and-set on its version)."""
+        """Move an entry to ``status`` (compare-and-set on its fencing token)."""
         updated = record.model_copy(update={"status": status, "error": error})
-        return await self._write(updated, record.version)
+        return await self._write_fenced(updated, record)
 
     # --- recovery --------------------------------------------------------------------------
 
     async def reconcile(self, record: EffectRecord, action: AtomicAction) -> EffectRecord:
-        """Ask ``action.reconciler`` whether a pending effect happened and record the answer."""
+        """Ask ``action.reconciler`` whether a pending effect happened and record the answer.
+
+        Only an abandoned claim is asked about: one whose lease expired, or this owner's
+        own. The claim is taken over first (the next fencing token), so its previous owner,
+        if it was only slow, can no longer call or commit. Raises
+        :class:`EffectInFlightError` for a live claim of another owner.
+        """
         if record.status is not EffectStatus.PENDING:
             return record
+        if self.claims.held_elsewhere(record):
+            raise self.claims.in_flight(record, "; it is not abandoned, so it is not reconciled")
         if action.reconciler is None:
             raise ReconciliationRequiredError(
                 f"effect {record.key!r} ({record.action}) is pending: it may or may not have "
                 "been applied, and the action has no reconciler"
             )
+        record = await self.take_over(record)
         verdict = await call_maybe_async(action.reconciler, record.args, record)
         if not isinstance(verdict, Reconciliation):
             raise ConfigurationError(
@@ -335,11 +396,16 @@ class EffectLedger:
         Returns the resolved entries. Raises :class:`ReconciliationRequiredError` naming the
         keys no reconciler could resolve (the others are resolved first).
         """
-        index = _index(actions)
+        index = index_actions(actions)
         resolved: list[EffectRecord] = []
         unresolved: list[str] = []
         for record in await self.pending(task_id):
             action = index.get(record.action)
+            if self.claims.held_elsewhere(record):
+                unresolved.append(
+                    f"{record.key} (in flight elsewhere: {self.claims.holder(record)})"
+                )
+                continue
             if action is None or action.reconciler is None:
                 unresolved.append(f"{record.key} (no reconciler)")
                 continue
@@ -349,7 +415,7 @@ class EffectLedger:
                 raise
             except Exception as exc:
                 # The outside world could not be asked now; the effect stays pending.
-                unresolved.append(f"{record.key} (reconciler failed: {_describe(exc)})")
+                unresolved.append(f"{record.key} (reconciler failed: {describe(exc)})")
         if unresolved:
             raise ReconciliationRequiredError(
                 f"task {task_id!r}: {len(unresolved)} effect(s) still pending: "
@@ -369,39 +435,7 @@ class EffectLedger:
         compensations should be idempotent. Effects without a compensation are reported as
         still ``committed``.
         """
-        index = _index(actions)
-        await self.reconcile_pending(task_id, index)
-        todo = [
-            r
-            for r in await self.records(task_id)
-            if r.status in (EffectStatus.COMMITTED, EffectStatus.COMPENSATION_FAILED)
-        ]
-        missing = sorted(
-            {r.action for r in todo if r.compensation is not None and r.action not in index}
-        )
-        if missing:
-            raise LedgerError(f"task {task_id!r}: no action registered for {missing}")
-        results: list[CompensationResult] = []
-        for record in sorted(todo, key=lambda r: r.seq or 0, reverse=True):
-            action = index.get(record.action)
-            if record.compensation is None or action is None or action.compensation is None:
-                results.append(
-                    CompensationResult(record.key, record.action, record.status, "no compensation")
-                )
-                continue
-            try:
-                await action.compensate(record.args, record.result)
-            except Exception as exc:
-                failed = await self.mark(
-                    record, EffectStatus.COMPENSATION_FAILED, error=_describe(exc)
-                )
-                results.append(
-                    CompensationResult(record.key, record.action, failed.status, failed.error)
-                )
-                continue
-            done = await self.mark(record, EffectStatus.COMPENSATED)
-            results.append(CompensationResult(record.key, record.action, done.status))
-        return results
+        return await compensate_task(self, task_id, actions)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -412,6 +446,22 @@ class EffectLedger:
         value = record.model_dump(mode="json")
         stored = await self.store.record_put(
             self.namespace, record.key, value, expected_version=expected_version
+        )
+        return record.model_copy(update={"version": stored.version})
+
+    async def _write_fenced(self, record: EffectRecord, previous: EffectRecord) -> EffectRecord:
+        """Write ``record`` over ``previous`` only if the stored token is still previous's.
+
+        The store compares the token itself where it can (``record_put_fenced``); any
+        other store compares the version, which every write moves, a takeover's included.
+        """
+        # Looked up on the type, as record_put_many is: a wrapper that only forwards
+        # unknown attributes keeps the plain protocol (and sees every write).
+        if getattr(type(self.store), "record_put_fenced", None) is None:
+            return await self._write(record, previous.version)
+        store: FencedStore = self.store  # type: ignore[assignment]
+        stored = await store.record_put_fenced(
+            self.namespace, record.key, record.model_dump(mode="json"), token=previous.fence
         )
         return record.model_copy(update={"version": stored.version})
 
@@ -447,11 +497,3 @@ class EffectLedger:
         if taken.ok:
             return taken.unwrap()
         raise LedgerError(f"task {task_id!r}: could not take a commit sequence number")
-
-
-def _index(
-    actions: Mapping[str, AtomicAction] | Iterable[AtomicAction],
-) -> dict[str, AtomicAction]:
-    if isinstance(actions, Mapping):
-        return dict(actions)
-    return {action.name: action for action in actions}

@@ -73,7 +73,8 @@ class ActionOutcome:
 @dataclass(frozen=True, slots=True)
 class ExecutionEvent:
     """A point in one execution: ``started``, ``claimed``, ``called``, ``committed``,
-    ``failed``, ``retrying``, ``replayed``, ``compensated``. Hooks see them in order."""
+    ``failed``, ``retrying``, ``replayed``, ``compensated``, and ``waiting`` (another
+    owner's claim is being watched). Hooks see them in order."""
 
     name: str
     action: str

@@ -20,6 +20,7 @@ from ._store import (
     live_fields,
     merge_field_expiry,
     record_name,
+    stored_token,
 )
 
 __all__ = ["MemoryStore"]
@@ -229,6 +230,25 @@ class MemoryStore(BaseStore):
                 self._records[(namespace, key)] = record
                 out.append(record)
         return out
+
+    async def _record_put_fenced(
+        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
+    ) -> Record:
+        now = await self._enter()
+        with self._lock:
+            old = self._records.get((namespace, key))
+            actual = stored_token(None if old is None else old.value, fence)
+            if actual != token:
+                raise self._fenced(record_name(namespace, key), token, actual)
+            record = Record(
+                namespace=namespace,
+                key=key,
+                version=(0 if old is None else old.version) + 1,
+                value=freeze_mapping(plain),
+                updated_at=now,
+            )
+            self._records[(namespace, key)] = record
+        return record
 
     async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
         await self._enter()

@@ -34,6 +34,7 @@ from ._redis_scripts import (
     RECORD_DELETE,
     RECORD_LIST,
     RECORD_PUT,
+    RECORD_PUT_FENCED,
     TOUCH,
     pairs,
     redact_url,
@@ -122,6 +123,7 @@ class RedisStore(BaseStore):
         self._lua_gc_sessions: AsyncScript = register(GC_SESSIONS)
         self._lua_gc_fields: AsyncScript = register(GC_FIELDS)
         self._lua_record_put: AsyncScript = register(RECORD_PUT)
+        self._lua_record_put_fenced: AsyncScript = register(RECORD_PUT_FENCED)
         self._lua_record_delete: AsyncScript = register(RECORD_DELETE)
         self._lua_record_list: AsyncScript = register(RECORD_LIST)
         self._closed = False
@@ -389,6 +391,37 @@ class RedisStore(BaseStore):
                 raise self._unknown_outcome(f"record_put of {name!r}")
             assert expected is not None
             raise self._stale(name, expected, int(detail) if detail else None)
+        return Record(
+            namespace=namespace,
+            key=key,
+            version=int(detail),
+            value=freeze_mapping(plain),
+            updated_at=now,
+        )
+
+    async def _record_put_fenced(
+        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
+    ) -> Record:
+        name = record_name(namespace, key)
+        keys = self._record_keys(namespace)
+        now = self._now()
+        args = [
+            encodable("key", key),
+            encodable("fence", fence),
+            str(token),
+            repr(now),
+            secrets.token_hex(8),
+            text,
+        ]
+        reply, resent = await self._call(
+            "record_put_fenced",
+            lambda: self._lua_record_put_fenced(keys=keys, args=args, client=self._redis()),
+        )
+        status, detail = reply
+        if status == "fenced":
+            if resent:
+                raise self._unknown_outcome(f"record_put_fenced of {name!r}")
+            raise self._fenced(name, token, int(detail))
         return Record(
             namespace=namespace,
             key=key,

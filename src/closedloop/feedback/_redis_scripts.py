@@ -35,6 +35,7 @@ __all__ = [
     "RECORD_DELETE",
     "RECORD_LIST",
     "RECORD_PUT",
+    "RECORD_PUT_FENCED",
     "TOUCH",
     "pairs",
     "redact_url",
@@ -223,6 +224,27 @@ if ARGV[2] ~= '' and actual ~= tonumber(ARGV[2]) then
 end
 local v = tostring(actual + 1)
 redis.call('HSET', KEYS[1], ARGV[1], v .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[4] .. '\\n' .. ARGV[5])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return {'ok', v}
+"""
+
+# KEYS: namespace hash, namespace key index
+# ARGV: key, fence field, expected token, now, write token, JSON value
+# A compare-and-set on the fencing token the stored JSON carries (absent: 0), decoded
+# here so no other worker's write can land between the check and the write.
+RECORD_PUT_FENCED = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local version, actual = 0, 0
+if old then
+  local v, o, text = string.match(old, '^(%d+)\\n[^\\n]*\\n([^\\n]*)\\n(.*)$')
+  if o == ARGV[5] then return {'again', v} end
+  version = tonumber(v)
+  local t = cjson.decode(text)[ARGV[2]]
+  if type(t) == 'number' and t == math.floor(t) then actual = t end
+end
+if actual ~= tonumber(ARGV[3]) then return {'fenced', string.format('%d', actual)} end
+local v = tostring(version + 1)
+redis.call('HSET', KEYS[1], ARGV[1], v .. '\\n' .. ARGV[4] .. '\\n' .. ARGV[5] .. '\\n' .. ARGV[6])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return {'ok', v}
 """

@@ -45,6 +45,7 @@ from ._store import (
     live_fields,
     merge_field_expiry,
     record_name,
+    stored_token,
 )
 
 __all__ = ["SQLiteStore"]
@@ -416,6 +417,27 @@ class SQLiteStore(BaseStore):
 
         def run(conn: sqlite3.Connection) -> Record:
             return self._write_record(conn, namespace, key, plain, text, expected, now)
+
+        return await self._call(run, write=True)
+
+    async def _record_put_fenced(
+        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
+    ) -> Record:
+        now = self._now()
+
+        def run(conn: sqlite3.Connection) -> Record:
+            # Read and write in one write transaction: no other writer, in this process or
+            # another, can move the token in between.
+            row = conn.execute(
+                "SELECT version, value FROM records WHERE namespace = ? AND key = ?",
+                (namespace, key),
+            ).fetchone()
+            actual = stored_token(None if row is None else decode_document(row[1]), fence)
+            if actual != token:
+                raise self._fenced(record_name(namespace, key), token, actual)
+            return self._write_record(
+                conn, namespace, key, plain, text, 0 if row is None else row[0], now
+            )
 
         return await self._call(run, write=True)
 

@@ -17,7 +17,12 @@ from types import MappingProxyType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from .._conflict import retry_on_conflict
-from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
+from .._exceptions import (
+    ConfigurationError,
+    FencedOutError,
+    StaleStateError,
+    StateSerializationError,
+)
 from .._redaction import might_hold_secret, scrub_document
 from .._validation import require_int_at_least, require_positive
 from ._json import JSONValue, check_json, encode_document, thaw
@@ -32,6 +37,7 @@ __all__ = [
     "live_fields",
     "merge_field_expiry",
     "record_name",
+    "stored_token",
 ]
 
 DEFAULT_MAX_DOCUMENT_BYTES = 1_000_000
@@ -305,6 +311,35 @@ class BaseStore(ABC):
             *self._check_record_write(namespace, key, value, expected_version)
         )
 
+    async def record_put_fenced(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        token: int,
+        fence: str = "fence",
+    ) -> Record:
+        """Write a record only if it still carries fencing token ``token``.
+
+        A compare-and-set on the token instead of the version: the stored value's
+        ``fence`` field must equal ``token`` (a record or field that is absent counts as
+        0), and ``value[fence]`` must be an integer of at least ``token``, so a token never
+        goes back. A writer whose token a newer claim replaced gets :class:`FencedOutError`
+        and nothing is written (fencing tokens: Kleppmann 2016). Atomic in every backend.
+        """
+        namespace, key, _, plain, text = self._check_record_write(namespace, key, value, None)
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise ConfigurationError("token", token, "must be an integer >= 0")
+        if not isinstance(fence, str) or not fence:
+            raise ConfigurationError("fence", fence, "must be a non-empty field name")
+        new = plain.get(fence)
+        if isinstance(new, bool) or not isinstance(new, int) or new < token:
+            raise ConfigurationError(
+                "value", {fence: new}, f"must hold an integer {fence!r} of at least {token}"
+            )
+        return await self._record_put_fenced(namespace, key, fence, token, plain, text)
+
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
         namespace, _ = self._check_record_key(namespace, "-")
@@ -365,6 +400,12 @@ class BaseStore(ABC):
         self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
     ) -> Record:
         """Write one checked record under the version rule of ``expected``."""
+
+    @abstractmethod
+    async def _record_put_fenced(
+        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
+    ) -> Record:
+        """Write one checked record if its stored ``fence`` field is ``token``."""
 
     @abstractmethod
     async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
@@ -543,6 +584,16 @@ class BaseStore(ABC):
     def _stale(self, name: str, expected: int, actual: int | None) -> StaleStateError:
         self._counters.add("cas_conflicts")
         return StaleStateError(name, expected, actual)
+
+    def _fenced(self, name: str, token: int, actual: int | None) -> FencedOutError:
+        self._counters.add("cas_conflicts")
+        return FencedOutError(name, token, actual)
+
+
+def stored_token(value: Mapping[str, Any] | None, fence: str) -> int:
+    """The fencing token a stored record value carries (0 for none, or no record)."""
+    token = None if value is None else value.get(fence)
+    return token if isinstance(token, int) and not isinstance(token, bool) else 0
 
 
 def record_name(namespace: str, key: str) -> str:

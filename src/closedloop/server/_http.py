@@ -39,25 +39,37 @@ _log = logging.getLogger("closedloop.server")
 
 
 class ApiError(Exception):
-    """An error answered as ``{"error": code, "detail": detail}`` with ``status``."""
+    """An error answered as ``{"error": code, "detail": detail}`` with ``status``, and
+    ``problems`` (``[{"where", "problem"}]``) when given."""
 
     def __init__(
-        self, status: int, code: str, detail: str, headers: Mapping[str, str] | None = None
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: Mapping[str, str] | None = None,
+        problems: Sequence[Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
         self.code = code
         self.detail = detail
         self.headers = dict(headers or {})
+        self.problems = None if problems is None else [dict(p) for p in problems]
 
 
 def error_response(
-    status: int, code: str, detail: str, headers: Mapping[str, str] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    headers: Mapping[str, str] | None = None,
+    problems: Sequence[Mapping[str, str]] | None = None,
 ) -> JSONResponse:
     """The one error body."""
-    return JSONResponse(
-        {"error": code, "detail": redact(detail)}, status_code=status, headers=dict(headers or {})
-    )
+    body: dict[str, Any] = {"error": code, "detail": redact(detail)}
+    if problems is not None:
+        body["problems"] = redact([dict(p) for p in problems])
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
 def readable_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -117,7 +129,7 @@ def unreadable_body_response(cause: BaseException | None) -> JSONResponse:
 
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.detail, exc.headers)
+    return error_response(exc.status, exc.code, exc.detail, exc.headers, exc.problems)
 
 
 async def model_unavailable_handler(_: Request, exc: Exception) -> JSONResponse:

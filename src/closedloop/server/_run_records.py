@@ -3,26 +3,40 @@
 A run's record (namespace ``runs``, key ``<session id>/<run id>``, in the key's scoped
 store) is the source of truth for its status; every worker reads and changes it only by
 compare-and-set, so two workers never lose each other's changes.
+
+An ``Idempotency-Key`` maps to the first run started with it (namespace ``idempotency``,
+key ``<session id>/<idempotency key>``) by an insert-if-absent, so of any number of
+requests racing with one key exactly one starts a run; the run's record is written before
+the mapping, so a mapping always names a run that can be read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._conflict import retry_on_conflict
+from .._exceptions import ConfigurationError
 from ..feedback import HandoverQueue, Record, StateStore
 from ..feedback._handover import redact
 from ..models import MeteredModel
 
 __all__ = [
+    "IDEMPOTENCY",
     "RUNS",
+    "IdempotencyKeyReusedError",
     "agent_session",
+    "delete_idempotency_keys",
     "delete_run_state",
+    "first_run",
     "handover_pending",
+    "hold_idempotency_key",
     "new_run_record",
+    "request_fingerprint",
     "run_key",
     "run_key_of",
     "store_scope",
@@ -31,6 +45,9 @@ __all__ = [
 
 RUNS = "runs"
 """The record namespace of runs, keyed ``<session id>/<run id>``."""
+
+IDEMPOTENCY = "idempotency"
+"""The record namespace of idempotency keys, keyed ``<session id>/<idempotency key>``."""
 
 _AGENT_SESSION = re.compile(r"^(ses_[0-9a-f]{16})\.(run_[0-9a-f]{16})$")
 
@@ -151,3 +168,98 @@ async def handover_pending(store: StateStore, handover_id: str | None) -> bool:
         return False
     record = await HandoverQueue(store).get(handover_id)
     return not record.status.decided
+
+
+# --- idempotency keys ---------------------------------------------------------------------
+
+
+class IdempotencyKeyReusedError(ConfigurationError):
+    """An ``Idempotency-Key`` sent again with a different request body."""
+
+    def __init__(self, key: str, run_id: str) -> None:
+        super().__init__(
+            "Idempotency-Key",
+            key,
+            f"was first sent with a different body (run {run_id}); a key names one request, "
+            "so send a new key for a different agent, task or params",
+        )
+        self.key = key
+        self.run_id = run_id
+
+
+def request_fingerprint(agent_name: str, text: str, params: Mapping[str, Any]) -> str:
+    """A digest of what a run request asks for: the same key must come with the same one."""
+    canonical = json.dumps(
+        {"agent": agent_name, "task": text, "params": dict(params)},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _key_name(session_id: str, idempotency_key: str) -> str:
+    return f"{session_id}/{idempotency_key}"
+
+
+async def _mapped_run(
+    store: StateStore, session_id: str, idempotency_key: str, fingerprint: str, mapping: Record
+) -> dict[str, Any] | None:
+    """The run a key's mapping names, checked against the request; None if it is gone."""
+    value = mapping.to_dict()
+    run_id = str(value.get("run_id", ""))
+    if value.get("fingerprint") != fingerprint:
+        raise IdempotencyKeyReusedError(idempotency_key, run_id)
+    run = await store.record_get(RUNS, run_key(session_id, run_id))
+    return None if run is None else run.to_dict()
+
+
+async def first_run(
+    store: StateStore, session_id: str, idempotency_key: str, fingerprint: str
+) -> dict[str, Any] | None:
+    """The record of the run first started with this key, or None if there is none yet.
+
+    Raises :class:`IdempotencyKeyReusedError` if the key came with another request body.
+    """
+    mapping = await store.record_get(IDEMPOTENCY, _key_name(session_id, idempotency_key))
+    if mapping is None:
+        return None
+    return await _mapped_run(store, session_id, idempotency_key, fingerprint, mapping)
+
+
+async def hold_idempotency_key(
+    store: StateStore,
+    session_id: str,
+    idempotency_key: str,
+    fingerprint: str,
+    run_id: str,
+    now: float,
+) -> dict[str, Any] | None:
+    """Map the key to ``run_id`` unless a run holds it: None if it now names ``run_id``,
+    else the record of the run that holds it.
+
+    An insert-if-absent: of requests racing with one key exactly one gets None. A mapping
+    whose run is gone (its session was being deleted) is replaced by compare-and-set.
+    Raises :class:`IdempotencyKeyReusedError` if the key came with another request body.
+    """
+    name = _key_name(session_id, idempotency_key)
+    value = {"run_id": run_id, "fingerprint": fingerprint, "created_at": now}
+
+    async def attempt(_: int) -> dict[str, Any] | None:
+        mapping = await store.record_get(IDEMPOTENCY, name)
+        if mapping is not None:
+            first = await _mapped_run(store, session_id, idempotency_key, fingerprint, mapping)
+            if first is not None:
+                return first
+        # A lost race raises StaleStateError: read the winner's mapping and answer with it.
+        expected = 0 if mapping is None else mapping.version
+        await store.record_put(IDEMPOTENCY, name, value, expected_version=expected)
+        return None
+
+    return (await retry_on_conflict(attempt, 16)).unwrap()
+
+
+async def delete_idempotency_keys(store: StateStore, session_id: str) -> None:
+    """Forget the idempotency keys of a session (it is being deleted)."""
+    for record in await store.record_list(IDEMPOTENCY, f"{session_id}/"):
+        await store.record_delete(IDEMPOTENCY, record.key)

@@ -31,8 +31,11 @@ from ._run_records import (
     RUNS,
     agent_session,
     delete_run_state,
+    first_run,
     handover_pending,
+    hold_idempotency_key,
     new_run_record,
+    request_fingerprint,
     run_key,
     run_key_of,
     store_scope,
@@ -143,13 +146,36 @@ class RunManager:
         params: Mapping[str, Any],
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        """Build the agent, record the run and start it; returns the run record.
+        """Build the agent, record the run and start it; returns the run record (the first
+        run's, for a repeated ``idempotency_key``: see :meth:`start_or_join`)."""
+        record, _ = await self.start_or_join(
+            store, session_id, agent_name, text, params, idempotency_key
+        )
+        return record
+
+    async def start_or_join(
+        self,
+        store: StateStore,
+        session_id: str,
+        agent_name: str,
+        text: str,
+        params: Mapping[str, Any],
+        idempotency_key: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Build the agent, record the run and start it; returns the run record and whether
+        this call started it.
 
         ``ConfigurationError`` (unknown agent, a factory that refuses its params) comes
-        back before anything is recorded. Runs started with the same ``idempotency_key``
-        in one session share their task id, hence their effect-ledger keys: an effect
-        the first applied is replayed to the second, never applied again.
+        back before anything is recorded. A repeated ``idempotency_key`` in one session is
+        answered with the first run's record, also when the requests race, and starts no
+        run; the same key with a different request raises ``IdempotencyKeyReusedError``.
         """
+        fingerprint = ""
+        if idempotency_key is not None:
+            fingerprint = request_fingerprint(agent_name, text, params)
+            first = await first_run(store, session_id, idempotency_key, fingerprint)
+            if first is not None:  # a retry of a request that started its run
+                return first, False
         run_id = "run_" + secrets.token_hex(8)
         task_id = (
             None if idempotency_key is None else idempotent_task_id(session_id, idempotency_key)
@@ -162,6 +188,12 @@ class RunManager:
             hub_sink.discard()
             raise
         hub_sink.agent = agent_name
+        if idempotency_key is not None:
+            # The build took a while: a request racing this one may hold the key by now.
+            first = await first_run(store, session_id, idempotency_key, fingerprint)
+            if first is not None:
+                await self._unstart(store, None, agent, hub_sink)
+                return first, False
         record = new_run_record(
             run_id=run_id,
             session_id=session_id,
@@ -174,9 +206,33 @@ class RunManager:
         )
         key = run_key(session_id, run_id)
         await store.record_put(RUNS, key, record, expected_version=0)
+        if idempotency_key is not None:
+            # The record first, then the key: a key always names a run that can be read.
+            try:
+                first = await hold_idempotency_key(
+                    store, session_id, idempotency_key, fingerprint, run_id, self._wall()
+                )
+            except BaseException:
+                await self._unstart(store, key, agent, hub_sink)
+                raise
+            if first is not None:  # another request with this key got there first
+                await self._unstart(store, key, agent, hub_sink)
+                return first, False
         self._spawn(store, key, agent, task, ctx, metered, handover_id=None)
         self.metrics.runs_started.labels(agent_name, "start").inc()
-        return record
+        return record, True
+
+    async def _unstart(
+        self, store: StateStore, key: str | None, agent: Any, hub_sink: _HubSink
+    ) -> None:
+        """Take back a run that was built (and recorded under ``key``) but never spawned."""
+        hub_sink.discard()
+        if key is not None:
+            await store.record_delete(RUNS, key)
+        close = getattr(agent, "aclose", None)
+        if not isinstance(agent, Agent) and callable(close):
+            with contextlib.suppress(Exception):
+                await close()
 
     async def resume(self, store: StateStore, run: Mapping[str, Any], handover_id: str) -> None:
         """Continue (or end) a run frozen at ``handover_id`` after the decision was recorded.

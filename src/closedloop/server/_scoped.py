@@ -123,6 +123,21 @@ class ScopedStore:
         )
         return self._record(written)
 
+    async def record_put_fenced(
+        self,
+        namespace: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        token: int,
+        fence: str = "fence",
+    ) -> Record:
+        """Write a record of this scope if it still carries fencing token ``token``."""
+        written = await self.inner.record_put_fenced(  # type: ignore[attr-defined]
+            self._ns(namespace), key, value, token=token, fence=fence
+        )
+        return self._record(written)
+
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of this scope's ``namespace`` whose key starts with ``prefix``."""
         return [self._record(r) for r in await self.inner.record_list(self._ns(namespace), prefix)]

@@ -24,6 +24,7 @@ from ..feedback import Record, StateStore
 from ._auth import Principal
 from ._deps import SESSIONS, Service, authenticate, expired, service_of
 from ._http import ApiError
+from ._run_records import IdempotencyKeyReusedError, delete_idempotency_keys
 from ._runs import RUNS, run_key
 from ._schemas import RunCreate, SessionCreate, SessionUpdate
 from ._sse import stream_run
@@ -197,6 +198,7 @@ async def delete_session(session_id: str, principal: Caller, service: Svc) -> Re
     await service.runs.stop_session(store, session_id, service.settings.shutdown_timeout_s)
     for record in await store.record_list(RUNS, f"{session_id}/"):
         await service.runs.delete_run(store, record)
+    await delete_idempotency_keys(store, session_id)
     await store.record_delete(SESSIONS, session_id)
     return Response(status_code=204)
 
@@ -204,27 +206,44 @@ async def delete_session(session_id: str, principal: Caller, service: Svc) -> Re
 # --- runs ----------------------------------------------------------------------------------
 
 
-@router.post("/sessions/{session_id}/runs", status_code=202, tags=["runs"])
+@router.post(
+    "/sessions/{session_id}/runs",
+    status_code=202,
+    tags=["runs"],
+    responses={
+        200: {"description": "The run this Idempotency-Key first started; nothing new ran"},
+        422: {"description": "A bad body, or an Idempotency-Key reused with another body"},
+    },
+)
 async def create_run(
     session_id: str,
     body: RunCreate,
     principal: Caller,
     service: Svc,
+    response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> dict[str, Any]:
     """Start an agent on a task; it runs in the background (poll it or follow its events).
 
-    Runs sent with the same ``Idempotency-Key`` in a session share one task id, so an
-    effect (an order, a payment) is applied once however often the request is retried.
+    202 with the new run. A request repeating an ``Idempotency-Key`` of the session is
+    answered 200 with the run the key first started (same id, its current status) and
+    starts nothing, also when the requests race; the same key with a different body is
+    refused with 422. The key's runs share one task id, so an effect (an order, a
+    payment) is applied once however often the request is retried.
     """
     store = service.scoped(principal)
     await load_session(service, store, session_id)
     try:
-        record = await service.runs.start(
+        record, started = await service.runs.start_or_join(
             store, session_id, body.agent, body.task, body.params, idempotency_key
         )
+    except IdempotencyKeyReusedError as exc:
+        problem = {"where": "header.idempotency-key", "problem": f"{exc.key!r} {exc.reason}"}
+        raise ApiError(422, "idempotency_key_reused", str(exc), problems=[problem]) from None
     except ConfigurationError as exc:
         raise ApiError(422, "invalid_request", str(exc)) from None
+    if not started:
+        response.status_code = 200
     return run_view(record)
 
 

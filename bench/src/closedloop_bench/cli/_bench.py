@@ -146,7 +146,12 @@ def faults(
         typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
     ] = "test:oracle",
     quick: Annotated[
-        bool, typer.Option("--quick", help="seed000, steps 1,3,5,7, a few episodes each.")
+        bool,
+        typer.Option(
+            "--quick",
+            help="A few episodes per cell, on steps 1,3,5,7 and profile seed000 unless "
+            "--steps / --profiles / --episodes say otherwise.",
+        ),
     ] = False,
     strategies: Annotated[
         str,
@@ -156,11 +161,15 @@ def faults(
         ),
     ] = "open_loop,fixed_retries,langgraph,closedloop_pid,closedloop_adrc",
     profiles: Annotated[
-        str, typer.Option(help="Comma-separated fault profiles (names or files).")
-    ] = "seed000",
-    steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = (
-        "1,2,3,4,5,6,7,8,9,10"
-    ),
+        str | None,
+        typer.Option(
+            help="Comma-separated fault profiles: names, files, or NAME@λ for a profile with "
+            "its regimes' onset rate λ (regimes@0.2). Default: seed000."
+        ),
+    ] = None,
+    steps: Annotated[
+        str | None, typer.Option(help="Comma-separated step counts (1-10). Default: 1-10.")
+    ] = None,
     episodes: Annotated[
         int | None,
         typer.Option(help="Episodes per cell (default: every task of that step count)."),
@@ -177,13 +186,13 @@ def faults(
         typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout."),
     ] = 10.0,
     closed_loop: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="The closed loop's planner: react (the model proposes every step), "
             "reference (the reference agents: rules, the model past a gate) or auto "
-            "(reference for real models, react for test:oracle)."
+            "(reference for real models, react for test:oracle). Default: auto."
         ),
-    ] = "auto",
+    ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Do not use the completion cache.")
     ] = False,
@@ -209,29 +218,44 @@ def faults(
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
 
     _check_executor(executor, ray_address)
+    chosen = _csv(strategies)
+    if closed_loop is not None and not any(name.startswith("closedloop") for name in chosen):
+        # The option steers only the closedloop strategies: refuse rather than ignore it.
+        raise ConfigurationError(
+            "--closed-loop",
+            closed_loop,
+            f"applies to the closedloop strategies, and --strategies ({strategies}) has none",
+        )
 
     common: dict[str, Any] = {
         "model": model,
-        "strategies": _csv(strategies),
+        "strategies": chosen,
         "split": split,
         "seed": seed,
         "latency_scale": latency_scale,
         "concurrency": concurrency,
         "attempts": attempts,
         "tool_timeout_s": tool_timeout or None,
-        "closed_loop": closed_loop,
+        "closed_loop": closed_loop or "auto",
         "cache": not no_cache,
         "executor": executor,
         "ray_address": ray_address,
         "out": out,
     }
+    # Every option given is used: --quick only picks what the others leave open.
+    given: dict[str, Any] = {}
+    if profiles is not None:
+        given["profiles"] = _csv(profiles)
+    if steps is not None:
+        given["steps"] = _steps(steps)
+    if episodes is not None:
+        given["episodes"] = episodes
     if quick:
-        extra = {} if episodes is None else {"episodes": episodes}
-        config = FaultsConfig.quick_preset(**common, **extra)
+        config = FaultsConfig.quick_preset(**common, **given)
     else:
-        config = FaultsConfig(
-            **common, profiles=_csv(profiles), steps=_steps(steps), episodes=episodes
-        )
+        given.setdefault("profiles", ("seed000",))
+        given.setdefault("steps", tuple(range(1, 11)))
+        config = FaultsConfig(**common, episodes=given.pop("episodes", None), **given)
 
     def tick(done: int, total: int, _result: object) -> None:
         if done == total or done % max(1, total // 20) == 0:

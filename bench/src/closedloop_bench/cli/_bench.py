@@ -153,13 +153,22 @@ def faults(
             "--steps / --profiles / --episodes say otherwise.",
         ),
     ] = False,
+    warnings: Annotated[
+        bool,
+        typer.Option(
+            "--warnings",
+            help="The early-warning study instead: closedloop_adrc on regimes@0.1,0.2, steps "
+            "5,7,10, 8 episodes per cell (2 with --quick) unless the options say otherwise; "
+            "writes early_warning.json to --out (default bench/results/faults).",
+        ),
+    ] = False,
     strategies: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
-            "closedloop_adrc."
+            "closedloop_adrc. Default: all five (--warnings: closedloop_adrc)."
         ),
-    ] = "open_loop,fixed_retries,langgraph,closedloop_pid,closedloop_adrc",
+    ] = None,
     profiles: Annotated[
         str | None,
         typer.Option(
@@ -210,15 +219,27 @@ def faults(
             "'ray://HOST:10001'); default: start a local Ray."
         ),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for report.json and curves.png.")] = Path(
-        "runs/bench-faults"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for report.json and curves.png (default runs/bench-faults; with "
+            "--warnings, for early_warning.json, default bench/results/faults)."
+        ),
+    ] = None,
 ) -> None:
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
 
     _check_executor(executor, ray_address)
-    chosen = _csv(strategies)
+    if strategies is not None:
+        chosen = _csv(strategies)
+    elif warnings:
+        chosen = ("closedloop_adrc",)
+    else:
+        chosen = ("open_loop", "fixed_retries", "langgraph", "closedloop_pid", "closedloop_adrc")
+    if out is None:
+        out = Path("bench/results/faults" if warnings else "runs/bench-faults")
+    strategies = ",".join(chosen)
     if closed_loop is not None and not any(name.startswith("closedloop") for name in chosen):
         # The option steers only the closedloop strategies: refuse rather than ignore it.
         raise ConfigurationError(
@@ -250,6 +271,9 @@ def faults(
         given["steps"] = _steps(steps)
     if episodes is not None:
         given["episodes"] = episodes
+    if warnings:
+        _early_warning(common, given, quick=quick)
+        return
     if quick:
         config = FaultsConfig.quick_preset(**common, **given)
     else:
@@ -264,6 +288,31 @@ def faults(
     report = asyncio.run(run_faults_bench(config, progress=tick))
     render_faults(report, _out)
     _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
+
+
+def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool) -> None:
+    """``faults --warnings``: the early-warning study on regime onsets, written and shown."""
+    from ..benchmarks import FaultsConfig
+    from ..benchmarks._warnings import render_warnings, run_warnings, write_warnings
+
+    out: Path = common.pop("out")
+    config = FaultsConfig(
+        **common,
+        profiles=given.get("profiles", ("regimes@0.1", "regimes@0.2")),
+        steps=given.get("steps", (5, 7, 10)),
+        episodes=given.get("episodes", 2 if quick else 8),
+        quick=quick,
+        command="closedloop bench faults --warnings" + (" --quick" if quick else ""),
+    )
+
+    def tick(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            _err.print(f"{done}/{total} episodes", highlight=False)
+
+    report = asyncio.run(run_warnings(config, progress=tick))
+    render_warnings(report, _out)
+    path = write_warnings(report, out / "early_warning.json")
+    _out.print(f"report: {path}")
 
 
 @app.command("overhead")

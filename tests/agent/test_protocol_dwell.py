@@ -64,3 +64,17 @@ def test_alternating_steps_settle_without_flapping() -> None:
     assert changes(out) <= 3  # escalation only: up to one level, no way back and forth
     tail = out[-10:]
     assert len(set(tail)) == 1 and tail[0] is not Protocol.NORMAL
+
+
+def test_a_snapshot_without_a_dwell_takes_the_configured_one() -> None:
+    ctl = TaskControl(ControlConfig(), 1.0)
+    for _ in range(6):
+        ctl.observe(0.0, 0.0, None)
+    snapshot = ctl.snapshot()
+    old = dict(snapshot["selector"])
+    for key in ("min_dwell", "since", "exit_thresholds"):
+        old.pop(key)  # what a snapshot written before the dwell existed holds
+    restored = TaskControl(ControlConfig(), 1.0)
+    restored.restore({**snapshot, "selector": old})
+    assert restored.selector.min_dwell == ControlConfig().protocol_dwell
+    assert restored.protocol is ctl.protocol

@@ -491,7 +491,10 @@ class TaskControl:
         other = TaskControl.from_state(self.config, self.setpoint, snapshot)
         selector = snapshot.get("selector")
         if isinstance(selector, Mapping):
-            other.selector = ProtocolSelector.from_state(selector)
+            # A snapshot from before the dwell was a setting holds none: this config's applies.
+            other.selector = ProtocolSelector.from_state(
+                {"min_dwell": self.config.protocol_dwell, **selector}
+            )
         self.eso, self.selector = other.eso, other.selector
         self.steps, self.replans = other.steps, other.replans
         self.quality_ema = other.quality_ema

@@ -322,7 +322,9 @@ async def test_iter_gives_the_typed_result_at_the_end() -> None:
 
 def _handover_setup() -> tuple[MemoryStore, ControlConfig, Any]:
     store = MemoryStore()
-    config = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.7, 0.8, 0.9), hysteresis=0.0)
+    config = ControlConfig(
+        eso_min_samples=1, protocol_thresholds=(0.7, 0.8, 0.9), hysteresis=0.0, protocol_dwell=0
+    )
 
     def sensor(n: int) -> Observation:
         """Barely trusted."""

@@ -188,7 +188,9 @@ async def test_the_eso_raises_the_protocol_as_quality_drops() -> None:
         """A sensor that degrades."""
         return Observation.ok({"reading": reading}, source="sensor", confidence=next(confidences))
 
-    config = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.3, 0.6, 0.95), hysteresis=0.0)
+    config = ControlConfig(
+        eso_min_samples=1, protocol_thresholds=(0.3, 0.6, 0.95), hysteresis=0.0, protocol_dwell=0
+    )
 
     def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
         # Deterministic in the projected state, so two samples of a step agree.

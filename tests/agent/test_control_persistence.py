@@ -30,7 +30,9 @@ from closedloop.perception import Observation
 
 # Readings lose confidence step by step: the ESO's f_est climbs through every protocol.
 CONFIDENCE = (0.95, 0.9, 0.8, 0.6, 0.4, 0.2, 0.1, 0.05)
-CONTROL = ControlConfig(eso_min_samples=3, protocol_thresholds=(0.3, 0.5, 0.7), hysteresis=0.05)
+CONTROL = ControlConfig(
+    eso_min_samples=3, protocol_thresholds=(0.3, 0.5, 0.7), hysteresis=0.05, protocol_dwell=1
+)
 
 
 def probe(sample: int) -> Observation:

@@ -22,7 +22,8 @@ from closedloop_bench.world import (
 )
 
 
-def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.5) -> CoordinatorDecision:
+def feed(c: Coordinator, name: str, qualities: list[float], u: float = 0.0) -> CoordinatorDecision:
+    # No effort (u = 0): the estimate is the weighted shortfall 1 − q alone.
     decision = CoordinatorDecision.NORMAL
     for q in qualities:
         decision = c.observe(SubAgentReport(name, u, q))
@@ -39,7 +40,7 @@ def test_a_failing_sub_agent_escalates_alone() -> None:
 
 
 def test_the_levels_follow_the_estimate() -> None:
-    # quality q with u fixed: the fit's shortfall is 1 − q, so q picks the level
+    # quality q with no effort: the estimate is the shortfall 1 − q, so q picks the level
     for q, want in [
         (0.7, CoordinatorDecision.NORMAL),
         (0.5, CoordinatorDecision.DUAL_VERIFICATION),

@@ -17,9 +17,11 @@ from closedloop.perception import Observation
 
 from .conftest import call, final, make_agent
 
-HANDOVER = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.7, 0.8, 0.9), hysteresis=0.0)
+HANDOVER = ControlConfig(
+    eso_min_samples=1, protocol_thresholds=(0.7, 0.8, 0.9), hysteresis=0.0, protocol_dwell=0
+)
 HANDOVER_SOON = ControlConfig(
-    eso_min_samples=1, protocol_thresholds=(0.2, 0.3, 0.4), hysteresis=0.0
+    eso_min_samples=1, protocol_thresholds=(0.2, 0.3, 0.4), hysteresis=0.0, protocol_dwell=0
 )
 
 

@@ -167,7 +167,9 @@ async def test_dimension_reduction_skips_non_core_plan_steps() -> None:
         return "ok"
 
     model = scripted(_plan(("sensor", {"n": 1}), ("draw", {"title": "t"})), final("n=1"))
-    config = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.1, 0.2, 0.99), hysteresis=0.0)
+    config = ControlConfig(
+        eso_min_samples=1, protocol_thresholds=(0.1, 0.2, 0.99), hysteresis=0.0, protocol_dwell=0
+    )
     agent, _ = make_agent(model, [sensor, draw], mode="plan_execute", control=config)
     result = await agent.run("Read and draw.")
     assert drawn == [] and result.success

@@ -54,7 +54,9 @@ def _shaky_sensor(confidence: float) -> Any:
 
 
 DUAL = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.3, 0.9, 0.99), hysteresis=0.0)
-REDUCE = ControlConfig(eso_min_samples=1, protocol_thresholds=(0.1, 0.2, 0.99), hysteresis=0.0)
+REDUCE = ControlConfig(
+    eso_min_samples=1, protocol_thresholds=(0.1, 0.15, 0.99), hysteresis=0.0, protocol_dwell=0
+)
 
 
 async def test_dual_verification_asks_again_when_the_two_samples_disagree() -> None:

@@ -1,9 +1,11 @@
-"""Protocol selection from f_est, with and without hysteresis."""
+"""Protocol selection from f_est: thresholds, hysteresis and a minimum dwell."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -148,3 +150,68 @@ def test_hysteresis_stays_within_one_band_of_the_pure_answer(
         assert (
             select_protocol(f).level <= got.level <= select_protocol(f + hysteresis + 1e-12).level
         )
+
+
+# --- enter / exit thresholds and a minimum dwell ---------------------------------------
+
+
+def test_a_dwell_escalates_one_level_at_a_time() -> None:
+    sel = ProtocolSelector(hysteresis=0.05, min_dwell=2)
+    out = [sel.select(1.0) for _ in range(7)]
+    assert [p.level for p in out] == [1, 1, 2, 2, 3, 3, 3]
+
+
+def test_a_dwell_holds_a_level_before_it_drops() -> None:
+    sel = ProtocolSelector(hysteresis=0.05, min_dwell=3)
+    assert sel.select(0.45) is P.DUAL_VERIFICATION
+    # The estimate falls back at once, the level is held for the dwell.
+    assert [sel.select(0.0).level for _ in range(3)] == [1, 1, 0]
+
+
+def test_a_dwell_of_one_only_forbids_skipping_levels() -> None:
+    sel = ProtocolSelector(min_dwell=1)
+    assert [sel.select(f).level for f in (0.9, 0.9, 0.9, 0.0, 0.0)] == [1, 2, 3, 2, 1]
+
+
+def test_explicit_exit_thresholds() -> None:
+    sel = ProtocolSelector((0.4, 0.6, 0.8), exit_thresholds=(0.2, 0.5, 0.7))
+    assert sel.exit_thresholds == (0.2, 0.5, 0.7)
+    assert sel.select(0.45) is P.DUAL_VERIFICATION
+    assert sel.select(0.25) is P.DUAL_VERIFICATION  # above the exit threshold: stays
+    assert sel.select(0.19) is P.NORMAL
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"min_dwell": -1}, "min_dwell"),
+        ({"min_dwell": 1.5}, "min_dwell"),
+        ({"exit_thresholds": (0.5, 0.55, 0.7)}, "exit_thresholds[0]"),
+        ({"exit_thresholds": (0.3, 0.2, 0.7)}, "exit_thresholds"),
+        ({"exit_thresholds": (0.3, 0.5)}, "exit_thresholds"),
+        ({"exit_thresholds": (0.3, 0.5, 0.7), "hysteresis": 0.1}, "exit_thresholds"),
+    ],
+)
+def test_bad_dwell_or_exits_name_themselves(kwargs: dict[str, Any], argument: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        ProtocolSelector(**kwargs)
+    assert info.value.argument == argument
+
+
+@given(st.lists(unit, max_size=30), st.integers(1, 4))
+def test_with_a_dwell_the_level_never_skips_and_never_changes_early(
+    values: list[float], dwell: int
+) -> None:
+    sel = ProtocolSelector(hysteresis=0.05, min_dwell=dwell)
+    levels = [0] + [sel.select(f).level for f in values]
+    change_at = [i for i, (a, b) in enumerate(itertools.pairwise(levels)) if a != b]
+    assert all(abs(b - a) <= 1 for a, b in itertools.pairwise(levels))
+    assert all(b - a >= dwell for a, b in itertools.pairwise(change_at))
+
+
+def test_a_dwelling_selector_round_trips_through_its_state() -> None:
+    sel = ProtocolSelector(hysteresis=0.05, min_dwell=2)
+    sel.select(1.0)
+    copy = ProtocolSelector.from_state(json.loads(json.dumps(sel.state())))
+    assert [copy.select(1.0) for _ in range(4)] == [sel.select(1.0) for _ in range(4)]
+    assert copy.min_dwell == 2 and copy.exit_thresholds == sel.exit_thresholds

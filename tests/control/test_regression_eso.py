@@ -1,7 +1,8 @@
-"""RegressionESO: the sliding-window least-squares disturbance estimator (ADRC's ESO, Han 2009)."""
+"""RegressionESO: the sliding-window disturbance estimator (ADRC's ESO, Han 2009)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -16,14 +17,19 @@ from closedloop.control import RegressionESO
 Triple = tuple[float, float, float]
 
 
+def reference_estimate(samples: list[Triple], gain: float = 0.2) -> float:
+    """The disturbance level written out: weights 1..n on d = clip((w − q) + gain·v)."""
+    ds = [min(1.0, max(0.0, (w - q) + gain * v)) for v, w, q in samples]
+    weights = np.arange(1, len(ds) + 1, dtype=float)
+    return float(min(1.0, max(0.0, np.dot(weights, ds) / weights.sum())))
+
+
 def reference_fit(samples: list[Triple]) -> tuple[np.ndarray, float]:
-    """numpy's minimum-norm least squares and the f_est formula, clipped."""
+    """numpy's minimum-norm least squares of q on (v, w, 1), and the estimate."""
     data = np.array(samples, dtype=float)
     x = np.column_stack([data[:, 0], data[:, 1], np.ones(len(data))])
     coef = np.linalg.lstsq(x, data[:, 2], rcond=None)[0]
-    v, w, _ = samples[-1]
-    f = (1.0 - coef[1]) * w - coef[0] * v - coef[2]
-    return coef, float(min(1.0, max(0.0, f)))
+    return coef, reference_estimate(samples)
 
 
 def feed(eso: RegressionESO, samples: list[Triple]) -> list[float]:
@@ -52,11 +58,8 @@ def test_recovers_an_exact_linear_model() -> None:
     eso = RegressionESO(window=15, min_samples=5)
     f = feed(eso, samples)[-1]
     assert eso.coefficients == pytest.approx((a, b, c), abs=1e-12)
-    v, w, q = samples[-1]
-    # f_est = (1 − b)·w − a·v − c, which for a perfect fit is w − q.
-    assert f == pytest.approx((1 - b) * w - a * v - c, abs=1e-12)
-    assert f == pytest.approx(w - q, abs=1e-12)
-    assert f == pytest.approx(0.32, abs=1e-12)
+    # The fit describes the agent; the estimate is the disturbance level, not w − q̂.
+    assert f == pytest.approx(reference_estimate(samples), abs=1e-12)
 
 
 def test_a_shortfall_shows_as_a_disturbance() -> None:
@@ -64,8 +67,9 @@ def test_a_shortfall_shows_as_a_disturbance() -> None:
     eso = RegressionESO()
     samples = [(0.2 + 0.05 * k, 0.9, 0.85 - 0.05 * k) for k in range(10)]
     f = feed(eso, samples)
-    assert f[-1] == pytest.approx(0.9 - samples[-1][2], abs=1e-9)
+    assert f[-1] == pytest.approx(reference_estimate(samples), abs=1e-12)
     assert f[4:] == sorted(f[4:])  # growing with the shortfall
+    assert f[-1] > f[4]
 
 
 def test_constant_window_gives_the_minimum_norm_fit() -> None:
@@ -81,7 +85,10 @@ def test_constant_window_gives_the_minimum_norm_fit() -> None:
         tuple(x * mean / (0.5**2 + 0.8**2 + 1) for x in (0.5, 0.8, 1.0)), abs=1e-12
     )
     assert f == pytest.approx(expected, abs=1e-12)
-    assert f == pytest.approx(0.8 - mean, abs=1e-12)
+    # Constant effort: the level is the weighted shortfall plus the effort's share.
+    weights = range(1, len(qs) + 1)
+    weighted = sum(k * (0.8 - q) for k, q in zip(weights, qs, strict=True)) / sum(weights)
+    assert f == pytest.approx(weighted + 0.2 * 0.5, abs=1e-12)
 
 
 def test_all_zero_window_does_not_crash() -> None:
@@ -152,7 +159,7 @@ def test_state_round_trips_through_json(samples: list[Triple]) -> None:
     assert restored.samples == eso.samples
     assert restored.f_est == eso.f_est
     assert restored.coefficients == eso.coefficients
-    assert (restored.window, restored.min_samples) == (12, 4)
+    assert (restored.window, restored.min_samples, restored.input_gain) == (12, 4, 0.2)
     nxt = (0.3, 0.7, 0.4)
     assert restored.update(*nxt) == eso.update(*nxt)
 
@@ -160,7 +167,19 @@ def test_state_round_trips_through_json(samples: list[Triple]) -> None:
 def test_state_is_plain_json() -> None:
     eso = RegressionESO(window=6, min_samples=5)
     feed(eso, [(0.1, 0.2, 0.3)])
-    assert eso.state() == {"window": 6, "min_samples": 5, "samples": [[0.1, 0.2, 0.3]]}
+    assert eso.state() == {
+        "window": 6,
+        "min_samples": 5,
+        "input_gain": 0.2,
+        "samples": [[0.1, 0.2, 0.3]],
+    }
+
+
+def test_a_snapshot_without_a_gain_takes_the_default() -> None:
+    state = {"window": 6, "min_samples": 1, "samples": [[0.5, 1.0, 0.0]]}
+    eso = RegressionESO.from_state(state)
+    assert eso.input_gain == 0.2
+    assert eso.f_est == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(
@@ -188,6 +207,8 @@ def test_from_state_rejects_bad_state(state: object, argument: str) -> None:
         ({"min_samples": 0}, "min_samples"),
         ({"window": 2.5}, "window"),
         ({"window": True}, "window"),
+        ({"input_gain": -0.1}, "input_gain"),
+        ({"input_gain": math.nan}, "input_gain"),
     ],
 )
 def test_rejects_bad_settings(kwargs: dict[str, object], argument: str) -> None:
@@ -210,3 +231,62 @@ def test_rejects_non_finite_samples(sample: Triple, argument: str) -> None:
         eso.update(*sample)
     assert info.value.argument == argument
     assert eso.samples == ()  # a rejected sample leaves no trace
+
+
+# --- the sign: falling quality must read as a rising disturbance ------------------------
+
+
+def pid_like_effort(qualities: list[float]) -> list[Triple]:
+    """(v, w, q) as the loop feeds them: the effort of a step answers the previous error."""
+    out: list[Triple] = []
+    v = 0.0
+    for q in qualities:
+        out.append((v, 1.0, q))
+        v = min(1.0, 0.8 * (1.0 - q) + 0.3 * max(0.0, (out[-2][2] if len(out) > 1 else 1.0) - q))
+    return out
+
+
+def test_collapsing_quality_gives_a_rising_estimate() -> None:
+    qualities = [1.0] * 6 + [0.8, 0.6, 0.4, 0.2] + [0.0] * 8
+    samples = pid_like_effort(qualities)
+    f = feed(RegressionESO(), samples)
+    live = f[5:]
+    assert all(b > a for a, b in itertools.pairwise(live[:-1])), live
+    assert f[-1] >= 0.8
+
+
+def test_a_failed_step_after_more_effort_does_not_lower_the_estimate() -> None:
+    # The old reading f = w − q̂ fell from 0.62 to 0.36 here: the fit had learnt that
+    # effort brings quality, so q = 0 under high effort read as a smaller disturbance.
+    samples = [(0.0, 1.0, 1.0), (0.0, 1.0, 0.0), (1.0, 1.0, 1.0), (0.0, 1.0, 0.0)]
+    samples += [(1.0, 1.0, 1.0), (0.2, 1.0, 0.0), (1.0, 1.0, 0.0)]
+    f = feed(RegressionESO(window=15, min_samples=5), samples)
+    assert f[-1] > f[-2] > 0.0
+
+
+@given(st.lists(triples, min_size=1, max_size=20), unit, unit, st.floats(0.0, 0.5))
+def test_lower_quality_or_more_effort_never_lowers_the_estimate(
+    history: list[Triple], v: float, q: float, drop: float
+) -> None:
+    base = RegressionESO(window=15, min_samples=1)
+    feed(base, history)
+    worse_q = RegressionESO.from_state(base.state())
+    more_v = RegressionESO.from_state(base.state())
+    f = base.update(v, 1.0, q)
+    assert worse_q.update(v, 1.0, max(0.0, q - drop)) >= f
+    assert more_v.update(min(1.0, v + drop), 1.0, q) >= f
+
+
+@given(
+    st.lists(unit, min_size=2, max_size=30),
+    st.lists(unit, min_size=30, max_size=30),
+    st.integers(1, 15),
+)
+def test_falling_quality_under_rising_effort_gives_a_non_decreasing_estimate(
+    qualities: list[float], efforts: list[float], window: int
+) -> None:
+    qs = sorted(qualities, reverse=True)
+    vs = sorted(efforts)[: len(qs)]
+    eso = RegressionESO(window=window, min_samples=1)
+    f = feed(eso, [(v, 1.0, q) for v, q in zip(vs, qs, strict=True)])
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(f))

@@ -47,7 +47,7 @@ def calc_reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
 # through every protocol level until the task is handed to a person (7 steps).
 CONFIDENCE = (0.95, 0.9, 0.8, 0.6, 0.4, 0.2, 0.1, 0.05)
 SENSOR_CONTROL = ControlConfig(
-    eso_min_samples=3, protocol_thresholds=(0.3, 0.5, 0.7), hysteresis=0.0
+    eso_min_samples=3, protocol_thresholds=(0.2, 0.35, 0.5), hysteresis=0.0, protocol_dwell=1
 )
 
 

@@ -41,7 +41,7 @@ async def test_the_queue_lists_and_shows_the_audit(harness: Harness) -> None:
     observed = shown["audit"]["observed"]
     assert [o["step"] for o in observed] == list(range(6))
     assert observed[-1]["observation"]["confidence"] < 0.5
-    assert shown["audit"]["control"]["f_est"] >= 0.7
+    assert shown["audit"]["control"]["f_est"] >= 0.5  # the fixture's handover threshold
     assert isinstance(shown["failed_checks"], list)
     assert "probe" in shown["suggested_fix"]  # drawn from this key's earlier successes
     assert len(shown["observations"]) == 6 and shown["observations"][0]["tool"] == "probe"

@@ -131,7 +131,10 @@ class ControlConfig:
     maps step types (tool names) to their error metric; others use ``default_metric``.
     ESO: ``eso_window``, ``eso_min_samples``, ``setpoint`` (what the task demands, in
     [0, 1]; a task's ``complexity`` overrides it). Protocols: ``protocol_thresholds`` and
-    ``hysteresis``; ``protocols=False`` keeps the loop at ``normal``. Lyapunov:
+    ``hysteresis`` (a level is left only ``hysteresis`` below where it was entered);
+    ``protocol_dwell`` selections a level is held before the next change, one level at a
+    time (0: jump straight to the level the estimate names); ``protocols=False`` keeps the
+    loop at ``normal``. Lyapunov:
     ``lyapunov_patience`` consecutive increases of V end a run across replans.
 
     Adaptive gains (gain scheduling): ``gains`` is a :class:`~closedloop.control.GainTable`, a
@@ -180,6 +183,7 @@ class ControlConfig:
     setpoint: float = 1.0
     protocol_thresholds: tuple[float, float, float] = (0.4, 0.6, 0.8)
     hysteresis: float = 0.05
+    protocol_dwell: int = 2
     protocols: bool = True
     lyapunov_patience: int = 3
     quality_smoothing: float = 0.5
@@ -218,7 +222,8 @@ class ControlConfig:
             raise ConfigurationError("namespace", self.namespace, "must be a non-empty string")
         if not isinstance(self.schedule, ActuatorSchedule):
             raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
-        ProtocolSelector(self.protocol_thresholds, self.hysteresis)  # validates both
+        # validates all three
+        ProtocolSelector(self.protocol_thresholds, self.hysteresis, min_dwell=self.protocol_dwell)
         if self.strictness_prior is not None:
             try:
                 object.__setattr__(self, "strictness_prior", Strictness(self.strictness_prior))
@@ -396,7 +401,9 @@ class TaskControl:
         self.config = config
         self.setpoint = require_unit_interval("setpoint", setpoint)
         self.eso = RegressionESO(window=config.eso_window, min_samples=config.eso_min_samples)
-        self.selector = ProtocolSelector(config.protocol_thresholds, config.hysteresis)
+        self.selector = ProtocolSelector(
+            config.protocol_thresholds, config.hysteresis, min_dwell=config.protocol_dwell
+        )
         self.steps = LyapunovMonitor(1.0, config.lyapunov_patience)
         self.replans = LyapunovMonitor(1.0, config.lyapunov_patience)
         self.quality_ema: float | None = None
@@ -405,7 +412,7 @@ class TaskControl:
         self._replan_scores: list[float] = []
         self._prior_live = config.prior_f_est is not None
         if config.prior_f_est is not None:  # pre-warmed: the first step runs under it
-            self.selector.select(config.prior_f_est)
+            self.selector.start(config.prior_f_est)
 
     @property
     def protocol(self) -> Protocol:
@@ -500,7 +507,10 @@ class TaskControl:
         other = TaskControl.from_state(self.config, self.setpoint, snapshot)
         selector = snapshot.get("selector")
         if isinstance(selector, Mapping):
-            other.selector = ProtocolSelector.from_state(selector)
+            # A snapshot from before the dwell was a setting holds none: this config's applies.
+            other.selector = ProtocolSelector.from_state(
+                {"min_dwell": self.config.protocol_dwell, **selector}
+            )
         self.eso, self.selector = other.eso, other.selector
         self.steps, self.replans = other.steps, other.replans
         self.quality_ema = other.quality_ema

@@ -1,18 +1,31 @@
-"""An extended state observer for agents (ADRC, Han 2009), fitted over a sliding window.
+"""An extended state observer for agents (ADRC, Han 2009), over a sliding window.
 
-An agent has no differential equation to observe, so the "extended state" is learned
-from data instead: over the last ``window`` tasks (or steps) fit observed quality ``q``
-to the control applied ``v`` and the setpoint ``w``,
+ADRC writes a plant as ``y = f + b0·u``: the output is what the control ``u`` does
+through a nominal gain ``b0`` plus one lumped term ``f``, the total disturbance, which
+the observer estimates and the controller cancels (Han 2009; Gao 2003 fixes ``b0`` as a
+design parameter instead of identifying it). For an agent the output is the step's
+shortfall ``y = w − q`` (the setpoint ``w`` minus the observed quality ``q``) and the
+control is the effort ``v`` (rigour, retries, strict decoding), which *reduces* the
+shortfall. So each step's disturbance is
 
-    q ≈ a·v + b·w + c,
+    d = (w − q) + b0·v,
 
-and call whatever the setpoint asked for but the fit does not deliver the total
-disturbance, ``f = (1 − b)·w − a·v − c``, clipped to ``[0, 1]``. Since the newest sample
-is part of the window, this is ``w − q̂`` at the current point: the setpoint minus the
-quality the regression says the agent is currently delivering. ``q̂`` is the same for
-every least-squares solution, so ``f_est`` does not depend on how a rank-deficient
-window is resolved; only the reported coefficients do, and those are the minimum-norm
-ones (``numpy.linalg.lstsq``'s answer).
+the shortfall that remained plus the part the effort already cancelled, clipped to
+``[0, 1]``. The sign follows: a lower quality, or the same quality bought with more
+effort, is a larger disturbance, never a smaller one. ``f_est`` is the weighted
+least-squares level of ``d`` over the last ``window`` steps, the weight of a step growing
+linearly with its recency (oldest 1, newest ``n``): the newest step counts most, one
+step alone cannot swing the estimate all the way, and a run of falling quality gives a
+rising estimate.
+
+Earlier versions read ``f`` off a regression of ``q`` on ``(v, w)`` at the newest point,
+``f = w − q̂``. In a closed loop that regression is confounded: the controller raises
+``v`` *because* quality fell, so the slope of ``q`` on ``v`` takes either sign and the
+estimate could fall on a step with ``q = 0`` just because the effort had risen. The fit
+``q ≈ a·v + b·w + c`` is still kept, as :attr:`RegressionESO.coefficients`, to show how
+the agent's quality has followed effort and setpoint over the window (minimum-norm
+least squares when the window is rank-deficient, ``numpy.linalg.lstsq``'s answer); the
+estimate no longer depends on it.
 """
 
 from __future__ import annotations
@@ -25,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .._exceptions import ConfigurationError
-from .._validation import require_finite, require_int_at_least
+from .._validation import require_finite, require_int_at_least, require_non_negative
 
 __all__ = ["RegressionESO"]
 
@@ -103,19 +116,21 @@ def _min_norm(samples: Iterable[Sample]) -> tuple[float, float, float]:
 
 
 class RegressionESO:
-    """Sliding-window least-squares estimate of an agent's total disturbance ``f_est``.
+    """Sliding-window estimate of an agent's total disturbance ``f_est`` (see the module).
 
     ``update(control, setpoint, quality) -> f_est``: ``control`` is the controller's
     output ``v`` for the step, ``setpoint`` the target ``w`` and ``quality`` the observed
-    ``q`` (all usually in ``[0, 1]``, any finite value accepted). Until ``min_samples``
-    samples are in the window, ``f_est`` is 0.0 and :attr:`coefficients` is None.
+    ``q`` (all usually in ``[0, 1]``, any finite value accepted). ``input_gain`` is ADRC's
+    nominal gain ``b0`` of the effort on the shortfall (0 reads the shortfall alone).
+    Until ``min_samples`` samples are in the window, ``f_est`` is 0.0 and
+    :attr:`coefficients` is None.
 
-    The estimate is always in ``[0, 1]`` and an update never raises on data: constant or
-    collinear windows get the minimum-norm fit; if the arithmetic overflows (inputs near
-    the float limits) the estimate falls back to the current shortfall ``w − q``.
+    The estimate is always in ``[0, 1]``, never rises when a step's quality rises and
+    never falls when a step's effort rises, and an update never raises on data.
     """
 
-    def __init__(self, window: int = 15, min_samples: int = 5) -> None:
+    def __init__(self, window: int = 15, min_samples: int = 5, input_gain: float = 0.2) -> None:
+        self.input_gain = require_non_negative("input_gain", input_gain)
         self.min_samples = require_int_at_least("min_samples", min_samples, 1)
         self.window = require_int_at_least("window", window, 1)
         if self.window < self.min_samples:
@@ -162,20 +177,25 @@ class RegressionESO:
             self._coefficients = None
             self._f_est = 0.0
             return
-        coefficients = _closed_form(self._samples, n) or _min_norm(self._samples)
-        a, b, c = coefficients
-        v, w, q = self._samples[-1]
-        f = (1.0 - b) * w - a * v - c
-        if math.isnan(f):
-            f = w - q
-        self._coefficients = coefficients
-        self._f_est = min(1.0, max(0.0, f))
+        self._coefficients = _closed_form(self._samples, n) or _min_norm(self._samples)
+        # Weights 1..n: the weighted mean is the least-squares level under those weights.
+        total = sum(k * self._disturbance(s) for k, s in enumerate(self._samples, start=1))
+        self._f_est = min(1.0, max(0.0, 2.0 * total / (n * (n + 1))))
+
+    def _disturbance(self, sample: Sample) -> float:
+        """One step's ``d = (w − q) + b0·v`` in ``[0, 1]``; each term is clipped first, so
+        inputs near the float limits cannot overflow into an undefined sum."""
+        v, w, q = sample
+        shortfall = min(1.0, max(-1.0, w - q)) if math.isfinite(w - q) else math.copysign(1.0, w)
+        effort = min(1.0, max(-1.0, v)) * self.input_gain
+        return min(1.0, max(0.0, shortfall + effort))
 
     def state(self) -> dict[str, Any]:
         """A JSON-ready snapshot: settings and the window. :meth:`from_state` inverts it."""
         return {
             "window": self.window,
             "min_samples": self.min_samples,
+            "input_gain": self.input_gain,
             "samples": [list(s) for s in self._samples],
         }
 
@@ -190,7 +210,9 @@ class RegressionESO:
             raise ConfigurationError(
                 "state", state, "must be a mapping with window, min_samples and samples"
             ) from None
-        eso = cls(window=window, min_samples=min_samples)
+        # Snapshots from before the gain was a setting hold none: the default applies.
+        gain = state.get("input_gain", 0.2)
+        eso = cls(window=window, min_samples=min_samples, input_gain=gain)
         if isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
             raise ConfigurationError("state['samples']", raw, "must be a list of triples")
         samples: list[Sample] = []
@@ -217,5 +239,5 @@ class RegressionESO:
     def __repr__(self) -> str:
         return (
             f"RegressionESO(window={self.window}, min_samples={self.min_samples}, "
-            f"f_est={self._f_est!r})"
+            f"input_gain={self.input_gain!r}, f_est={self._f_est!r})"
         )

@@ -7,13 +7,21 @@ format drift (JSON wrapped in prose or code fences, a field renamed or dropped, 
 truncated). Every injected fault is logged with the call id, so a benchmark knows the
 ground truth. The same seed and the same sequence of calls give the same faults: each call
 consumes a fixed number of draws from the seeded generator whatever happens in it.
+
+Those faults are independent per call. Bursts add disturbances with memory: with
+``burst_rate`` per call a burst starts and lasts a geometric number of calls with mean
+``burst_length``; every call in it is slow (``burst_latency_s`` more), truncated or
+malformed (JSON that no longer parses), one kind per burst. Bursts draw from a generator
+of their own, so a profile without them meets exactly the faults it met before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
+import math
 import random
 import uuid
 from collections import Counter
@@ -54,7 +62,12 @@ class FaultKind(enum.StrEnum):
     RENAME_FIELD = "rename_field"
     DROP_FIELD = "drop_field"
     TRUNCATE = "truncate"
+    SLOW = "slow"
+    MALFORMED = "malformed"
 
+
+BURST_KINDS: tuple[FaultKind, ...] = (FaultKind.SLOW, FaultKind.TRUNCATE, FaultKind.MALFORMED)
+"""What a burst can do to each of its calls."""
 
 DRIFT_KINDS: tuple[FaultKind, ...] = (
     FaultKind.PROSE_WRAP,
@@ -79,6 +92,24 @@ class FaultProfile(BaseModel):
     format_drift_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     drift_kinds: tuple[FaultKind, ...] = DRIFT_KINDS
     hallucination_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    burst_rate: float = 0.0
+    burst_length: float = 3.0
+    burst_kinds: tuple[FaultKind, ...] = BURST_KINDS
+    burst_latency_s: float = Field(default=2.0, ge=0.0, allow_inf_nan=False)
+
+    @field_validator("burst_rate")
+    @classmethod
+    def _burst_rate(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"burst_rate (λ) must lie in [0, 1], got {value!r}")
+        return value
+
+    @field_validator("burst_length")
+    @classmethod
+    def _burst_length(cls, value: float) -> float:
+        if not (value > 0.0 and value < float("inf")):
+            raise ValueError(f"burst_length (mean calls per burst) must be > 0, got {value!r}")
+        return value
 
     @field_validator("latency_s")
     @classmethod
@@ -92,6 +123,8 @@ class FaultProfile(BaseModel):
     def _drift_kinds_valid(self) -> FaultProfile:
         if not self.drift_kinds or not set(self.drift_kinds) <= set(DRIFT_KINDS):
             raise ValueError(f"drift_kinds must be a non-empty subset of {list(DRIFT_KINDS)}")
+        if not self.burst_kinds or not set(self.burst_kinds) <= set(BURST_KINDS):
+            raise ValueError(f"burst_kinds must be a non-empty subset of {list(BURST_KINDS)}")
         return self
 
     @classmethod
@@ -199,6 +232,10 @@ class FaultInjectingModel(WrapperModel):
         self._sleep = sleep
         self._log: list[FaultRecord] = []
         self.calls = 0
+        self._bursts = random.Random(f"bursts-{seed}")
+        self._burst_left = 0
+        self._burst_kind: FaultKind | None = None
+        self.bursts = 0
 
     @property
     def fault_log(self) -> tuple[FaultRecord, ...]:
@@ -221,6 +258,25 @@ class FaultInjectingModel(WrapperModel):
         kind = p.drift_kinds[rng.randrange(len(p.drift_kinds))]
         return _Draw(latency, error, hallucinate, kind if drift_hit else None, rng.getrandbits(64))
 
+    def _burst(self) -> FaultKind | None:
+        """This call's burst kind, if it is in a burst (three draws per call, always)."""
+        p, rng = self.profile, self._bursts
+        u_start, u_length, u_kind = rng.random(), rng.random(), rng.random()
+        if p.burst_rate <= 0.0:
+            return None
+        if self._burst_left == 0 and u_start < p.burst_rate:
+            stay = 1.0 - 1.0 / p.burst_length if p.burst_length > 1.0 else 0.0
+            length = 1
+            if stay > 0.0:
+                length += int(math.log(1.0 - u_length) / math.log(stay))
+            self._burst_left = length
+            self._burst_kind = p.burst_kinds[int(u_kind * len(p.burst_kinds))]
+            self.bursts += 1
+        if self._burst_left == 0:
+            return None
+        self._burst_left -= 1
+        return self._burst_kind
+
     def _record(self, call_id: str, index: int, kind: FaultKind, **details: Any) -> None:
         self._log.append(FaultRecord(call_id, index, kind, MappingProxyType(details)))
 
@@ -229,9 +285,14 @@ class FaultInjectingModel(WrapperModel):
     ) -> Completion:
         """Complete through the inner model, with this call's faults injected."""
         draw = self._draw()
+        burst = self._burst()
         index = self.calls
         self.calls += 1
         call_id = request.call_id or uuid.UUID(int=self._ids.getrandbits(128), version=4).hex[:16]
+        if burst is FaultKind.SLOW:
+            extra = self.profile.burst_latency_s
+            self._record(call_id, index, FaultKind.SLOW, extra_s=extra, burst=self.bursts)
+            draw = dataclasses.replace(draw, latency_s=draw.latency_s + extra)
         timeout = request.timeout
         if timeout is not None and draw.latency_s >= timeout:
             await self._sleep(timeout)
@@ -252,7 +313,30 @@ class FaultInjectingModel(WrapperModel):
         completion = await self.inner.complete(
             messages, request.replace(call_id=call_id, timeout=inner_timeout)
         )
+        if burst in (FaultKind.TRUNCATE, FaultKind.MALFORMED):
+            completion = self._burst_reply(completion, burst, index)
         return self._disturb(completion, draw, index, request.response_schema)
+
+    def _burst_reply(self, completion: Completion, kind: FaultKind, index: int) -> Completion:
+        """A truncated reply (cut in half, ``finish_reason`` length) or a malformed one
+        (its braces and quotes broken, so no JSON parser accepts it)."""
+        text = completion.text
+        if kind is FaultKind.TRUNCATE:
+            keep = len(text) // 2
+            self._record(
+                completion.call_id,
+                index,
+                kind,
+                kept_chars=keep,
+                original_chars=len(text),
+                burst=self.bursts,
+            )
+            return completion.model_copy(
+                update={"text": text[:keep], "finish_reason": "length", "parsed": None}
+            )
+        broken = "{" + text.replace("{", "").replace("}", "").replace('"', "'") + ",,"
+        self._record(completion.call_id, index, kind, burst=self.bursts)
+        return completion.model_copy(update={"text": broken, "parsed": None})
 
     def _disturb(
         self,

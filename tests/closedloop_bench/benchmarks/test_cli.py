@@ -62,3 +62,55 @@ def test_overhead_command_writes_its_report(tmp_path: Path) -> None:
     report = json.loads((out / "overhead.json").read_text())
     assert [r["loop"] for r in report["rows"]][:2] == ["plain while loop", "LangGraph StateGraph"]
     assert all(r["cpu_us"] is not None and r["cpu_us"] > 0 for r in report["rows"])
+
+
+# --- every option given is used, or refused with the reason --------------------------
+
+FAST = ["--model", "test:oracle", "--latency-scale", "0", "--tool-timeout", "30", "--no-cache"]
+
+
+def test_quick_runs_on_the_profiles_and_steps_given(tmp_path: Path) -> None:
+    out = tmp_path / "quick"
+    args = ["faults", "--quick", *FAST, "--profiles", "none", "--steps", "1"]
+    result = CliRunner().invoke(app, [*args, "--strategies", "open_loop", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    config = report["config"]
+    assert config["quick"] is True
+    assert config["profiles"] == ["none"] and config["steps"] == [1]
+    assert {e["profile"] for e in report["episodes"]} == {"none"}
+    assert len(report["episodes"]) == config["episodes"] == 3  # quick: few episodes
+
+
+def test_an_option_that_would_change_nothing_is_refused() -> None:
+    result = CliRunner().invoke(
+        app, ["faults", *FAST, "--strategies", "open_loop", "--closed-loop", "reference"]
+    )
+    assert result.exit_code != 0
+    assert "--closed-loop" in str(result.exception) and "has none" in str(result.exception)
+
+
+def test_an_unknown_profile_or_rate_is_refused_before_any_episode(tmp_path: Path) -> None:
+    for profile, needle in [("stormy", "stormy"), ("regimes@1.5", "1.5"), ("regimes@x", "'x'")]:
+        result = CliRunner().invoke(
+            app, ["faults", *FAST, "--profiles", profile, "--out", str(tmp_path / "no")]
+        )
+        assert result.exit_code != 0, profile
+        assert needle in str(result.exception), (profile, result.exception)
+        assert not (tmp_path / "no").exists()  # nothing ran, nothing written
+
+
+def test_a_run_on_regimes_writes_their_ground_truth_with_each_episode(tmp_path: Path) -> None:
+    profile = tmp_path / "flappy.json"
+    profile.write_text(json.dumps({"regimes": {"onset_rate": 1.0}}))
+    out = tmp_path / "regimes"
+    args = [*FAST, "--profiles", str(profile), "--steps", "5,7", "--episodes", "2"]
+    result = CliRunner().invoke(
+        app, ["faults", *args, "--strategies", "open_loop", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    episodes = json.loads((out / "report.json").read_text())["episodes"]
+    changes = [c for e in episodes for c in e["regime_changes"]]
+    assert changes
+    assert set(changes[0]) == {"service", "index", "t_s", "from_regime", "to_regime"}
+    assert all(c["from_regime"] != c["to_regime"] for c in changes)

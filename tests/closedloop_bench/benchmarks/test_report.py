@@ -26,7 +26,7 @@ EPISODE_KEYS = {
     "repetition", "fault_seed", "success", "reason", "halt", "loop_steps", "handed_over",
     "handover_justified", "oracle_solvable", "model_calls", "prompt_tokens",
     "completion_tokens", "latency_s", "wall_s", "requests", "faults", "duplicate_effects",
-    "warned_early", "planner", "error",
+    "warned_early", "regime_changes", "planner", "error",
 }  # fmt: skip
 
 

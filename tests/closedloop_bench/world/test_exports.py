@@ -14,7 +14,7 @@ EXPECTED = {
     "UniformLatency", "WeatherDay", "World", "WorldData", "WorldHandle", "add_ocr_noise",
     "create_world_app", "generate_world", "load_profile", "load_profile_file", "load_world",
     "named_profiles", "run_world", "serve_world", "serve_world_async", "world_from_files",
-    "world_to_files",
+    "world_to_files", "SERVICES", "Regime", "RegimeChange", "RegimeSpec", "with_onset_rate",
 }  # fmt: skip
 
 

@@ -23,7 +23,9 @@ from closedloop_bench.world import (
 
 def test_named_profiles() -> None:
     named = named_profiles()
-    assert list(named) == ["none", "seed000", "harsh"]
+    assert list(named) == ["none", "seed000", "harsh", "regimes"]
+    assert all(named[n].regimes is None for n in ("none", "seed000", "harsh"))
+    assert named["regimes"].regimes is not None
     none = named["none"]
     for name in ENDPOINTS:
         f = none.for_endpoint(name)

@@ -64,6 +64,10 @@ class EpisodeResult(_Frozen):
     faults: dict[str, int] = Field(default_factory=dict)
     duplicate_effects: int = 0
     warned_early: bool = False
+    regime_changes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="ground truth of a profile with regimes: service, index, t_s, from, to",
+    )
     planner: str = Field(
         default="model",
         description="who proposed the steps: model (every step), react or reference",

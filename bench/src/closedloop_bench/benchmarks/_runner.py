@@ -34,6 +34,7 @@ from closedloop.feedback import MemoryStore
 from closedloop.models import MeteredModel
 
 from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks, load_world_tasks
+from ..world import load_profile
 from ._models import ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
@@ -110,6 +111,8 @@ class FaultsConfig:
                 raise ConfigurationError("strategies", name, f"known: {', '.join(STRATEGY_NAMES)}")
         if not self.profiles:
             raise ConfigurationError("profiles", self.profiles, "name at least one")
+        for profile in self.profiles:
+            load_profile(profile)  # an unknown name or a bad file is refused before any episode
         for s in self.steps:
             if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= 10:
                 raise ConfigurationError("steps", s, "must be integers from 1 to 10")
@@ -136,7 +139,8 @@ class FaultsConfig:
     def quick_preset(cls, **overrides: Any) -> FaultsConfig:
         """``--quick``: ``seed000``, steps 1, 3, 5 and 7. With the test model 3 episodes per
         cell; with a real one (whose calls dominate the time) 1 episode per cell and one
-        step of slack instead of three."""
+        step of slack instead of three. Any of these the overrides name (profiles, steps,
+        episodes) replaces the preset's, so quick stays quick on what the caller asked."""
         test = str(overrides.get("model", "test:oracle")).startswith("test:")
         base: dict[str, Any] = {
             "profiles": ("seed000",),
@@ -354,6 +358,10 @@ class EpisodeRunner:
             faults=fault_summary(world.fault_log()),
             duplicate_effects=sum(c.duplicates for c in world.counters().values()),
             warned_early=outcome.warned_early,
+            regime_changes=[
+                change.model_dump(mode="json")
+                for change in getattr(world, "regime_changes", tuple)()
+            ],
             planner=outcome.planner,
             error=outcome.error,
         )

@@ -200,21 +200,39 @@ def faults(
         typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
     ] = "test:oracle",
     quick: Annotated[
-        bool, typer.Option("--quick", help="seed000, steps 1,3,5,7, a few episodes each.")
+        bool,
+        typer.Option(
+            "--quick",
+            help="A few episodes per cell, on steps 1,3,5,7 and profile seed000 unless "
+            "--steps / --profiles / --episodes say otherwise.",
+        ),
+    ] = False,
+    warnings: Annotated[
+        bool,
+        typer.Option(
+            "--warnings",
+            help="The early-warning study instead: closedloop_adrc on regimes@0.1,0.2, steps "
+            "5,7,10, 8 episodes per cell (2 with --quick) unless the options say otherwise; "
+            "writes early_warning.json to --out (default bench/results/faults).",
+        ),
     ] = False,
     strategies: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
-            "closedloop_adrc."
+            "closedloop_adrc. Default: all five (--warnings: closedloop_adrc)."
         ),
-    ] = "open_loop,fixed_retries,langgraph,closedloop_pid,closedloop_adrc",
+    ] = None,
     profiles: Annotated[
-        str, typer.Option(help="Comma-separated fault profiles (names or files).")
-    ] = "seed000",
-    steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = (
-        "1,2,3,4,5,6,7,8,9,10"
-    ),
+        str | None,
+        typer.Option(
+            help="Comma-separated fault profiles: names, files, or NAME@λ for a profile with "
+            "its regimes' onset rate λ (regimes@0.2). Default: seed000."
+        ),
+    ] = None,
+    steps: Annotated[
+        str | None, typer.Option(help="Comma-separated step counts (1-10). Default: 1-10.")
+    ] = None,
     episodes: Annotated[
         int | None,
         typer.Option(help="Episodes per cell (default: every task of that step count)."),
@@ -242,13 +260,13 @@ def faults(
         typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout."),
     ] = 10.0,
     closed_loop: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="The closed loop's planner: react (the model proposes every step), "
             "reference (the reference agents: rules, the model past a gate) or auto "
-            "(reference for real models, react for test:oracle)."
+            "(reference for real models, react for test:oracle). Default: auto."
         ),
-    ] = "auto",
+    ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Do not use the completion cache.")
     ] = False,
@@ -266,9 +284,13 @@ def faults(
             "'ray://HOST:10001'); default: start a local Ray."
         ),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for report.json and curves.png.")] = Path(
-        "runs/bench-faults"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for report.json and curves.png (default runs/bench-faults; with "
+            "--warnings, for early_warning.json, default bench/results/faults)."
+        ),
+    ] = None,
 ) -> None:
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
@@ -277,10 +299,26 @@ def faults(
         _explain_world_tasks(tasks, split)
         return
     _check_executor(executor, ray_address)
+    if strategies is not None:
+        chosen = _csv(strategies)
+    elif warnings:
+        chosen = ("closedloop_adrc",)
+    else:
+        chosen = ("open_loop", "fixed_retries", "langgraph", "closedloop_pid", "closedloop_adrc")
+    if out is None:
+        out = Path("bench/results/faults" if warnings else "runs/bench-faults")
+    strategies = ",".join(chosen)
+    if closed_loop is not None and not any(name.startswith("closedloop") for name in chosen):
+        # The option steers only the closedloop strategies: refuse rather than ignore it.
+        raise ConfigurationError(
+            "--closed-loop",
+            closed_loop,
+            f"applies to the closedloop strategies, and --strategies ({strategies}) has none",
+        )
 
     common: dict[str, Any] = {
         "model": model,
-        "strategies": _csv(strategies),
+        "strategies": chosen,
         "split": split,
         "tasks": tasks,
         "seed": seed,
@@ -288,19 +326,29 @@ def faults(
         "concurrency": concurrency,
         "attempts": attempts,
         "tool_timeout_s": tool_timeout or None,
-        "closed_loop": closed_loop,
+        "closed_loop": closed_loop or "auto",
         "cache": not no_cache,
         "executor": executor,
         "ray_address": ray_address,
         "out": out,
     }
+    # Every option given is used: --quick only picks what the others leave open.
+    given: dict[str, Any] = {}
+    if profiles is not None:
+        given["profiles"] = _csv(profiles)
+    if steps is not None:
+        given["steps"] = _steps(steps)
+    if episodes is not None:
+        given["episodes"] = episodes
+    if warnings:
+        _early_warning(common, given, quick=quick)
+        return
     if quick:
-        extra = {} if episodes is None else {"episodes": episodes}
-        config = FaultsConfig.quick_preset(**common, **extra)
+        config = FaultsConfig.quick_preset(**common, **given)
     else:
-        config = FaultsConfig(
-            **common, profiles=_csv(profiles), steps=_steps(steps), episodes=episodes
-        )
+        given.setdefault("profiles", ("seed000",))
+        given.setdefault("steps", tuple(range(1, 11)))
+        config = FaultsConfig(**common, episodes=given.pop("episodes", None), **given)
 
     def tick(done: int, total: int, _result: object) -> None:
         if done == total or done % max(1, total // 20) == 0:
@@ -389,6 +437,31 @@ def budget(
             f"{v['strategy']}: target {'met' if v['target_met'] else 'NOT met'} ({v['how']})"
         )
     _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
+
+
+def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool) -> None:
+    """``faults --warnings``: the early-warning study on regime onsets, written and shown."""
+    from ..benchmarks import FaultsConfig
+    from ..benchmarks._warnings import render_warnings, run_warnings, write_warnings
+
+    out: Path = common.pop("out")
+    config = FaultsConfig(
+        **common,
+        profiles=given.get("profiles", ("regimes@0.1", "regimes@0.2")),
+        steps=given.get("steps", (5, 7, 10)),
+        episodes=given.get("episodes", 2 if quick else 8),
+        quick=quick,
+        command="closedloop bench faults --warnings" + (" --quick" if quick else ""),
+    )
+
+    def tick(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            _err.print(f"{done}/{total} episodes", highlight=False)
+
+    report = asyncio.run(run_warnings(config, progress=tick))
+    render_warnings(report, _out)
+    path = write_warnings(report, out / "early_warning.json")
+    _out.print(f"report: {path}")
 
 
 @app.command("overhead")

@@ -49,10 +49,12 @@ from ._faults import (
     load_profile,
     load_profile_file,
     named_profiles,
+    with_onset_rate,
 )
 from ._generate import TODAY, generate_world
 from ._injector import FaultPlan, FaultPlanner, WorldFaultEvent, WorldFaultKind
 from ._ocr import LOOKALIKES, add_ocr_noise
+from ._regimes import SERVICES, Regime, RegimeChange, RegimeSpec
 from ._schemas import EffectCounters, WorldEffectRecord
 from ._server import WorldHandle, run_world, serve_world, serve_world_async
 from ._world import World
@@ -62,6 +64,7 @@ __all__ = [
     "DEFAULT_SEED",
     "ENDPOINTS",
     "LOOKALIKES",
+    "SERVICES",
     "TODAY",
     "City",
     "Company",
@@ -81,6 +84,9 @@ __all__ = [
     "OrderLine",
     "Outage",
     "Product",
+    "Regime",
+    "RegimeChange",
+    "RegimeSpec",
     "Room",
     "RoomClosure",
     "RoomReservation",
@@ -105,6 +111,7 @@ __all__ = [
     "run_world",
     "serve_world",
     "serve_world_async",
+    "with_onset_rate",
     "world_from_files",
     "world_to_files",
 ]

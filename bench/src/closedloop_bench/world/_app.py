@@ -28,6 +28,7 @@ from ._faults import WorldFaultProfile
 from ._http import REQUEST_ID, WorldDep, problem_response
 from ._injector import FaultPlan, WorldFaultEvent, WorldFaultKind, apply_drift, empty_body
 from ._recorder import IdempotencyState, StoredResponse
+from ._regimes import SERVICES
 from ._routes_office import register_office
 from ._routes_travel import register_travel
 from ._schemas import EffectCounters, Health, WorldEffectRecord
@@ -107,7 +108,11 @@ async def _run(world: World, name: str, request: Request, call: _Handler) -> Res
     rid = str(request.scope.get(REQUEST_ID, "req-unknown"))
     with world.lock:
         index = rec.next_index(name)
-        plan = world.planner.plan(name, index, rec.elapsed())
+        service = SERVICES[name]
+        service_index = rec.next_service_index(service)
+        plan = world.planner.plan(name, index, rec.elapsed(), service_index)
+        if plan.regime is not None:
+            rec.note_regime(service, service_index, plan.regime)
     if plan.latency_s > 0.0:
         _log(world, plan, rid, WorldFaultKind.LATENCY, latency_s=plan.latency_s)
     if plan.slow:

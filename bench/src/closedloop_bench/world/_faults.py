@@ -14,6 +14,7 @@ the client receives an error, which is where idempotency keys earn their keep.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from closedloop._exceptions import ConfigurationError
 
 from ._endpoints import ENDPOINTS
+from ._regimes import RegimeSpec
 
 __all__ = [
     "DEFAULT_DRIFT",
@@ -40,6 +42,7 @@ __all__ = [
     "load_profile",
     "load_profile_file",
     "named_profiles",
+    "with_onset_rate",
 ]
 
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -186,12 +189,15 @@ class WorldFaultProfile(_Model):
     """A named set of faults: ``default`` for every endpoint, ``endpoints`` overriding it.
 
     Keys of ``endpoints`` are endpoint names (``closedloop_bench.world.ENDPOINTS``).
+    ``regimes`` adds disturbances with memory: per-service spells of degraded service,
+    outages and 429 storms, and schema drift that starts mid-episode and stays.
     """
 
     name: Annotated[str, Field(min_length=1, max_length=64)] = "custom"
     description: str = ""
     default: EndpointFaults = EndpointFaults()
     endpoints: dict[str, EndpointFaults] = Field(default_factory=dict)
+    regimes: RegimeSpec | None = None
 
     @model_validator(mode="after")
     def _known_endpoints(self) -> Self:
@@ -257,13 +263,48 @@ def _harsh() -> WorldFaultProfile:
     )
 
 
+def _regimes() -> WorldFaultProfile:
+    return WorldFaultProfile(
+        name="regimes",
+        description=(
+            "Disturbances with memory: 200-800 ms latency and 2 % independent errors, and per "
+            "service a chain of spells (onset rate 0.08 per request; degraded ~6 requests with "
+            "30 % errors and latency ramping to 4x, down ~3, 429 storms ~3; a degraded spell "
+            "ends down in 3 of 10)."
+        ),
+        default=EndpointFaults(
+            latency=UniformLatency(low_ms=200.0, high_ms=800.0),
+            error_rate=0.02,
+            error_statuses=(500, 503),
+        ),
+        regimes=RegimeSpec(onset_rate=0.08),
+    )
+
+
 def named_profiles() -> dict[str, WorldFaultProfile]:
-    """The built-in profiles by name: ``none``, ``seed000``, ``harsh``."""
+    """The built-in profiles by name: ``none``, ``seed000``, ``harsh``, ``regimes``."""
     return {
         "none": WorldFaultProfile(name="none", description="No faults: the world as designed."),
         "seed000": _seed000(),
         "harsh": _harsh(),
+        "regimes": _regimes(),
     }
+
+
+def with_onset_rate(profile: WorldFaultProfile, onset_rate: float) -> WorldFaultProfile:
+    """``profile`` with its regimes' onset rate λ set (regimes added if it had none): one
+    point of a fault-rate sweep. λ outside [0, 1] is refused, naming the value."""
+    if isinstance(onset_rate, bool) or not isinstance(onset_rate, int | float):
+        raise ConfigurationError("onset_rate", onset_rate, "must be a number in [0, 1]")
+    if not (math.isfinite(onset_rate) and 0.0 <= onset_rate <= 1.0):
+        raise ConfigurationError("onset_rate", onset_rate, "λ must lie in [0, 1]")
+    spec = profile.regimes or RegimeSpec()
+    return profile.model_copy(
+        update={
+            "name": f"{profile.name}@{onset_rate:g}",
+            "regimes": spec.model_copy(update={"onset_rate": float(onset_rate)}),
+        }
+    )
 
 
 def format_validation_error(exc: ValidationError, limit: int = 5) -> str:
@@ -303,7 +344,9 @@ def load_profile_file(path: str | Path) -> WorldFaultProfile:
 
 
 def load_profile(profile: str | Path | WorldFaultProfile) -> WorldFaultProfile:
-    """A profile by built-in name, from a file path, or as given."""
+    """A profile by built-in name, from a file path, or as given; ``NAME@λ`` is that
+    profile with its regimes' onset rate set to λ (``regimes@0.2``; see
+    :func:`with_onset_rate`)."""
     if isinstance(profile, WorldFaultProfile):
         return profile
     if isinstance(profile, Path):
@@ -312,6 +355,16 @@ def load_profile(profile: str | Path | WorldFaultProfile) -> WorldFaultProfile:
         named = named_profiles()
         if profile in named:
             return named[profile]
+        base, at, rate = profile.rpartition("@")
+        if at and base:
+            # ``name@λ``: the profile with its regimes' onset rate λ (one point of a sweep).
+            try:
+                onset_rate = float(rate)
+            except ValueError:
+                raise ConfigurationError(
+                    "profile", profile, f"the onset rate after '@' must be a number, not {rate!r}"
+                ) from None
+            return with_onset_rate(load_profile(base), onset_rate)
         if profile.lower().endswith((".json", ".toml")):
             return load_profile_file(profile)
         raise ConfigurationError(

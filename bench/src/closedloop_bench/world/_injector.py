@@ -3,11 +3,14 @@
 Each request draws from its own ``random.Random`` keyed by a hash of (seed, endpoint,
 per-endpoint request index), so the order in which concurrent requests to *different*
 endpoints arrive cannot change any outcome, and an oracle can recompute every fault
-without a server.
+without a server. A profile with regimes (``closedloop_bench.world._regimes``) adds one
+more input, the request's index among its service's requests, which picks the regime
+the service is in; without regimes every plan is what it was.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import random
@@ -28,6 +31,7 @@ from ._faults import (
     UniformLatency,
     WorldFaultProfile,
 )
+from ._regimes import SERVICES, Regime, RegimeChain
 
 __all__ = [
     "FaultPlan",
@@ -90,6 +94,7 @@ class FaultPlan:
     status: int | None = None
     retry_after_s: float | None = None
     drift: DriftSpec | None = field(default=None)
+    regime: Regime | None = None
 
     @property
     def short_circuit(self) -> bool:
@@ -135,13 +140,77 @@ class FaultPlanner:
         self.profile = profile
         self.seed = seed
         self._faults = {name: profile.for_endpoint(name) for name in ENDPOINTS}
+        self.regimes = None if profile.regimes is None else RegimeChain(profile.regimes, seed)
 
     def faults(self, endpoint: str) -> EndpointFaults:
         """The effective settings of ``endpoint``."""
         return self._faults[endpoint]
 
-    def plan(self, endpoint: str, index: int, elapsed_s: float = 0.0) -> FaultPlan:
-        """The faults of request number ``index`` (0-based) to ``endpoint`` at ``elapsed_s``."""
+    def plan(
+        self,
+        endpoint: str,
+        index: int,
+        elapsed_s: float = 0.0,
+        service_index: int | None = None,
+    ) -> FaultPlan:
+        """The faults of request number ``index`` (0-based) to ``endpoint`` at ``elapsed_s``;
+        ``service_index`` (the request's index among its service's) applies the regimes."""
+        plan = self._plan(endpoint, index, elapsed_s)
+        if self.regimes is None or service_index is None:
+            return plan
+        return self._in_regime(plan, service_index)
+
+    def _in_regime(self, plan: FaultPlan, service_index: int) -> FaultPlan:
+        assert self.regimes is not None
+        spec = self.regimes.spec
+        endpoint = plan.endpoint
+        spell = self.regimes.spell_at(SERVICES[endpoint], service_index)
+        regime = spell.regime
+        # A draw of its own, so regimes never shift the stream of the ordinary faults.
+        u = _request_rng(self.seed, f"{endpoint}\x1fregime", plan.index).random()
+        latency_s, slow = plan.latency_s, plan.slow
+        if regime is Regime.DOWN:
+            return dataclasses.replace(
+                plan,
+                outcome=WorldFaultKind.OUTAGE,
+                status=spec.down_status,
+                retry_after_s=spec.down_retry_after_s,
+                drift=None,
+                regime=regime,
+            )
+        if regime is Regime.STORM:
+            return dataclasses.replace(
+                plan,
+                outcome=WorldFaultKind.RATE_LIMIT,
+                status=429,
+                retry_after_s=spec.storm_retry_after_s,
+                drift=None,
+                regime=regime,
+            )
+        if regime is Regime.DEGRADED:
+            factor = 1.0 + (spec.latency_ramp - 1.0) * spell.progress(service_index)
+            latency_s, slow = latency_s * factor, slow or factor > 1.0
+            if not plan.short_circuit and u < spec.degraded_error_rate:
+                statuses = self._faults[endpoint].error_statuses
+                return dataclasses.replace(
+                    plan,
+                    latency_s=latency_s,
+                    slow=slow,
+                    outcome=WorldFaultKind.ERROR,
+                    status=statuses[int(u * len(statuses) / spec.degraded_error_rate)],
+                    retry_after_s=None,
+                    drift=None,
+                    regime=regime,
+                )
+        plan = dataclasses.replace(plan, latency_s=latency_s, slow=slow, regime=regime)
+        read = ENDPOINTS[endpoint].kind is EndpointKind.READ
+        if read and not plan.short_circuit and self.regimes.drifted(service_index):
+            f = self._faults[endpoint]
+            drift = f.drift if f.drift is not None else DEFAULT_DRIFT.get(endpoint, DriftSpec())
+            return dataclasses.replace(plan, outcome=WorldFaultKind.DRIFT, status=None, drift=drift)
+        return plan
+
+    def _plan(self, endpoint: str, index: int, elapsed_s: float) -> FaultPlan:
         f = self._faults[endpoint]
         kind = ENDPOINTS[endpoint].kind
         rng = _request_rng(self.seed, endpoint, index)

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from ._endpoints import ENDPOINTS
 from ._injector import WorldFaultEvent, WorldFaultKind
+from ._regimes import Regime, RegimeChange
 from ._schemas import EffectCounters, WorldEffectRecord
 
 __all__ = ["IdempotencyState", "Recorder", "StoredResponse"]
@@ -68,6 +69,9 @@ class Recorder:
             self._t0 = self._clock()
             self._next_id = 0
             self._indices: dict[str, int] = {}
+            self._service_indices: dict[str, int] = {}
+            self._regime: dict[str, Regime] = {}
+            self._regime_log: list[RegimeChange] = []
             self._faults: list[WorldFaultEvent] = []
             self._effects: list[WorldEffectRecord] = []
             self._counts = {n: _Counts() for n, s in ENDPOINTS.items() if s.mutating}
@@ -90,6 +94,34 @@ class Recorder:
             if endpoint in self._counts:
                 self._counts[endpoint].calls += 1
             return index
+
+    def next_service_index(self, service: str) -> int:
+        """The 0-based index of a new request to any endpoint of ``service``."""
+        with self._lock:
+            index = self._service_indices.get(service, 0)
+            self._service_indices[service] = index + 1
+            return index
+
+    def note_regime(self, service: str, index: int, regime: Regime) -> None:
+        """Log a regime change when ``service``'s request ``index`` is served in a regime
+        other than its last one (every service starts healthy)."""
+        with self._lock:
+            last = self._regime.get(service, Regime.HEALTHY)
+            if regime is not last:
+                self._regime[service] = regime
+                self._regime_log.append(
+                    RegimeChange(
+                        service=service,
+                        index=index,
+                        t_s=self.elapsed(),
+                        from_regime=last,
+                        to_regime=regime,
+                    )
+                )
+
+    def regime_changes(self) -> tuple[RegimeChange, ...]:
+        with self._lock:
+            return tuple(self._regime_log)
 
     def log_fault(self, event: WorldFaultEvent) -> None:
         with self._lock:

@@ -26,6 +26,7 @@ from ._faults import WorldFaultProfile, load_profile
 from ._generate import OPEN_HOURS
 from ._injector import FaultPlanner, WorldFaultEvent, WorldFaultKind
 from ._recorder import Recorder
+from ._regimes import RegimeChange
 from ._schemas import (
     BookingOut,
     EffectCounters,
@@ -218,6 +219,11 @@ class World:
     ) -> tuple[WorldFaultEvent, ...]:
         """Every injected fault since the last reset, in order; optionally filtered."""
         return self.recorder.faults(endpoint, kind)
+
+    def regime_changes(self) -> tuple[RegimeChange, ...]:
+        """Ground truth of a profile with regimes: every regime change a request met since
+        the last reset (which service, at which of its requests, when, from → to)."""
+        return self.recorder.regime_changes()
 
     def counters(self) -> dict[str, EffectCounters]:
         """Per effect/compensation endpoint: calls, effects, duplicates, replays, ..."""

@@ -62,9 +62,14 @@ async def test_open_loop_fails_where_retries_succeed(tmp_path: Path, sleep: Fake
     assert possible and all(r.oracle_solvable for r in possible)
     by = {name: [r for r in possible if r.strategy == name] for name in STRATEGY_NAMES}
     assert not any(r.success for r in by["open_loop"])
-    for name in STRATEGY_NAMES[1:]:
+    # The budget row spends no retry while its error is calm, so one outage on an
+    # effect's first request (which no rule may repeat) can end its run: it is the row
+    # that trades success for requests, and is measured on the success-cost plane.
+    for name in [n for n in STRATEGY_NAMES[1:] if n != "closedloop_budget"]:
         assert all(r.success for r in by[name]), [(r.task_id, r.reason) for r in by[name]]
         assert all(r.faults.get("outage", 0) >= 1 for r in by[name])
+    budget = by["closedloop_budget"]
+    assert sum(r.requests for r in budget) <= sum(r.requests for r in by["closedloop_model_pid"])
     # the closed loop waited its PID-scheduled delay (100 ms at u = 0) before each retry
     assert 0.1 in sleep.delays
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, StaleStateError, StateSerializationError
 from .._validation import require_int_at_least, require_positive
-from ._json import JSONValue, check_json, encode_document, thaw
+from ._json import CheckedDocument, JSONValue, check_json, encode_document, thaw
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -512,6 +512,9 @@ class BaseStore(ABC):
         self, data: object, *, argument: str, what: str
     ) -> tuple[dict[str, Any], str]:
         """Validate a top-level JSON object; return its plain copy and its JSON text."""
+        if type(data) is CheckedDocument:  # checked and encoded by its maker
+            self._check_size(data.text, what)
+            return data.plain, data.text
         if not isinstance(data, Mapping):
             raise ConfigurationError(
                 argument, type(data).__name__, "must be a mapping (a JSON object)"

@@ -79,12 +79,28 @@ def _reply_format(kinds: frozenset[str], native: bool, required: Sequence[Requir
     return "Reply with exactly one JSON object: " + ", or ".join(options) + "."
 
 
+_SCHEMA_TEXT: dict[int, tuple[Tool, str]] = {}
+"""A tool's arguments schema as shown, by the tool's id (the tool kept, so the id stays
+its own): the schema does not change, and every step shows it again."""
+
+
+def _schema_text(tool: Tool) -> str:
+    known = _SCHEMA_TEXT.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    text = _dumps(inline_refs(tool.parameters))
+    if len(_SCHEMA_TEXT) >= 1024:
+        _SCHEMA_TEXT.clear()
+    _SCHEMA_TEXT[id(tool)] = (tool, text)
+    return text
+
+
 def _tool_lines(tools: Sequence[Tool], show_schemas: bool) -> list[str]:
     lines = []
     for tool in tools:
         line = f"- {tool.name}: {tool.description}".rstrip()
         if show_schemas:
-            line += f"\n  arguments: {_dumps(inline_refs(tool.parameters))}"
+            line += f"\n  arguments: {_schema_text(tool)}"
         lines.append(line)
     return lines
 

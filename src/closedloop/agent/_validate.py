@@ -9,6 +9,7 @@ say something). Every failure is a sentence the model reads next step, never an 
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -71,6 +72,9 @@ class Validator:
         self._validators: dict[str, Any] = {}
         for name, tool in self.tools.items():
             self._validators[name] = schema_validator(tool.parameters)
+        # The last call's verdict: a step checks the same call when it is proposed and
+        # again before it runs, and a schema check costs more than the rest of both.
+        self._last: tuple[Mapping[str, Any], str, list[str]] | None = None
 
     def phase_allows(self, phase: str, kind: str) -> bool:
         return kind in PHASE_ACTIONS.get(phase, frozenset({"tool", "final"}))
@@ -85,8 +89,20 @@ class Validator:
         validator = self._validators.get(call.tool)
         if validator is None:
             return []
+        try:
+            # The text names the value exactly (1, 1.0 and true differ), unlike ==.
+            text = f"{call.tool}\n" + json.dumps(call.arguments, sort_keys=True, allow_nan=True)
+        except (TypeError, ValueError):
+            text = None
+        last = self._last
+        # The same arguments object (the same proposal), unchanged since: the same verdict.
+        if text is not None and last is not None and last[0] is call.arguments and last[1] == text:
+            return list(last[2])
         errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(map(str, e.path)))
-        return [describe_schema_error(e) for e in errors[:8]]
+        found = [describe_schema_error(e) for e in errors[:8]]
+        if text is not None:
+            self._last = (call.arguments, text, list(found))
+        return found
 
     def call_errors(
         self,

@@ -47,8 +47,12 @@ def _fence_safe(text: str) -> str:
     return _FENCE_TAG.sub(lambda m: "<\\" + m.group(1) + m.group(2), text)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), default=str)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def _dumps(value: Any) -> str:
-    return _fence_safe(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
+    return _fence_safe(_ENCODER.encode(value))
 
 
 def _attribute(value: Any) -> str:
@@ -147,6 +151,22 @@ def _observation_block(entry: ObservationEntry) -> str:
     return "\n".join([head, *body, "</data>"])
 
 
+_BLOCKS: dict[int, tuple[ObservationEntry, str]] = {}
+"""Each kept observation's block, by the entry's id (the entry kept, so the id stays its
+own): an entry does not change once kept, and every later step shows it again."""
+
+
+def _block(entry: ObservationEntry) -> str:
+    known = _BLOCKS.get(id(entry))
+    if known is not None and known[0] is entry:
+        return known[1]
+    text = _observation_block(entry)
+    if len(_BLOCKS) >= 1024:
+        _BLOCKS.clear()
+    _BLOCKS[id(entry)] = (entry, text)
+    return text
+
+
 def project(
     state: TaskState,
     *,
@@ -203,7 +223,7 @@ def project(
                 f" ({', '.join(kinds_cut)})" if kinds_cut else ""
             )
         user.append(header + ":")
-        user.extend(_observation_block(e) for e in shown)
+        user.extend(_block(e) for e in shown)
     notes = [*state.notes, *extra_notes]
     if notes:
         user.append("")

@@ -37,22 +37,26 @@ def describe_schema_error(error: jsonschema.ValidationError, root: str = "argume
     return f"{root}{path}: {error.message}"
 
 
-_VALIDATORS: dict[tuple[int, bool], tuple[Mapping[str, Any], Any]] = {}
+_VALIDATORS: dict[tuple[int | str, bool], tuple[Mapping[str, Any], Any]] = {}
 _CACHE_SIZE = 512
 
 
 def schema_validator(schema: Mapping[str, Any], *, formats: bool = True) -> Any:
-    """A checked jsonschema validator for ``schema``, built once per schema object.
+    """A checked jsonschema validator for ``schema``, built once per schema.
 
     Checking a schema against its metaschema costs milliseconds, far more than a whole
-    step; tools and required fields keep the same schema object from run to run, so the
-    cache keys on its identity (and holds it, so the id cannot be reused while cached).
-    A schema mutated in place after first use is not seen again: schemas are set up once.
-    ``formats`` adds the draft's format checker.
+    step, and an agent built per run (a service's factory) derives equal schemas afresh
+    each time: the cache keys on the schema's JSON text (its keys in their order, which
+    orders the errors), else on the object's identity (holding it, so the id cannot be
+    reused while cached). A schema mutated in place after first use is not seen again:
+    schemas are set up once. ``formats`` adds the draft's format checker.
     """
-    key = (id(schema), formats)
+    try:
+        key: tuple[int | str, bool] = (json.dumps(schema, allow_nan=False), formats)
+    except (TypeError, ValueError):
+        key = (id(schema), formats)
     hit = _VALIDATORS.get(key)
-    if hit is not None and hit[0] is schema:
+    if hit is not None and (isinstance(key[0], str) or hit[0] is schema):
         return hit[1]
     plain = dict(schema)
     cls = jsonschema.validators.validator_for(plain)

@@ -192,9 +192,13 @@ def _check(value: Any, path: str, depth: int, seen: set[int]) -> Any:
     )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def encode_document(plain: Any) -> str:
     """Compact JSON text of a value already passed through :func:`check_json`."""
-    return json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(plain)
 
 
 def decode_document(text: str) -> Any:

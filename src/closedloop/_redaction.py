@@ -251,6 +251,26 @@ def redact(value: Any) -> Any:
     ``key=...`` parameters (anywhere: an export is read, not run) by ``"[redacted]"``.
     Other values come back unchanged.
     """
+    # Exact types first (a trace record is plain JSON): no abstract-class checks per value.
+    kind = type(value)
+    if kind is str:
+        return _scrub_text(value, _SECRET_PARAM) if value else value
+    if value is None or kind is int or kind is float or kind is bool:
+        return value
+    if kind is dict:
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if v is None:
+                out[k] = v
+            elif isinstance(k, str) and is_secret_key(k):
+                out[k] = REDACTED
+            else:
+                t = type(v)
+                out[k] = v if t is int or t is float or t is bool else redact(v)
+        return out
+    if kind is list or kind is tuple:
+        return [redact(v) for v in value]
+    # Subclasses (a StrEnum member) and other mappings and sequences.
     if isinstance(value, str):
         return _scrub_text(value, _SECRET_PARAM) if value else value
     if isinstance(value, Mapping):

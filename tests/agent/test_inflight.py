@@ -143,3 +143,45 @@ async def test_a_short_real_deadline_cancels_a_hung_call() -> None:
     agent, _ = make_agent(_hanging_model(asyncio.Event()), [add], limits=RunLimits(deadline_s=0.2))
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.DEADLINE
+
+
+# --- the deadline on the event loop's own clock -------------------------------------------
+
+
+async def test_a_deadline_on_the_loop_clock_cuts_a_hung_call_off() -> None:
+    from closedloop.agent._inflight import Deadline, race
+
+    started = asyncio.Event()
+
+    async def hang() -> int:
+        started.set()
+        await asyncio.Event().wait()  # never fires
+        return 1
+
+    # A zero deadline fires on the loop's next turn: no real wait.
+    result, reason = await race(hang(), {HaltReason.DEADLINE: Deadline(0.0, asyncio.sleep)})
+    assert started.is_set() and (result, reason) == (None, HaltReason.DEADLINE)
+
+
+async def test_within_the_deadline_the_call_runs_in_the_callers_task() -> None:
+    from closedloop.agent._inflight import Deadline, race
+
+    async def which() -> asyncio.Task[Any] | None:
+        return asyncio.current_task()
+
+    result, reason = await race(which(), {HaltReason.DEADLINE: Deadline(60.0, asyncio.sleep)})
+    assert result is asyncio.current_task() and reason is None
+
+
+async def test_a_calls_own_timeout_is_its_error_not_the_deadline() -> None:
+    from closedloop.agent._inflight import Deadline, race
+
+    async def late() -> int:
+        raise TimeoutError("the tool's own timeout")
+
+    try:
+        await race(late(), {HaltReason.DEADLINE: Deadline(60.0, asyncio.sleep)})
+    except TimeoutError as exc:
+        assert str(exc) == "the tool's own timeout"
+    else:
+        raise AssertionError("the call's TimeoutError was swallowed")

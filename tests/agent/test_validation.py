@@ -132,3 +132,32 @@ async def test_plain_text_from_a_native_model_is_its_final_answer() -> None:
     agent, _ = make_agent(model, [add], model_settings=ModelSettings(tool_calling="native"))
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.FINAL and result.answer == "It is 4."
+
+
+# --- what the validator and the tool builder keep between calls ---------------------------
+
+
+def test_a_calls_verdict_is_reused_only_while_its_arguments_are_unchanged() -> None:
+    from closedloop.agent import ActionCall
+    from closedloop.agent._tools import tools_by_name
+    from closedloop.agent._validate import Validator
+
+    validator = Validator(tools_by_name([add]))
+    good = ActionCall(tool="add", arguments={"a": 1, "b": 2})
+    assert validator.arguments_errors(good) == []
+    assert validator.arguments_errors(good) == []
+    good.arguments["a"] = "one"  # changed in place: checked again, not remembered
+    assert validator.arguments_errors(good) == ["arguments.a: 'one' is not of type 'number'"]
+    equal = ActionCall(tool="add", arguments={"a": "one", "b": 2})
+    assert validator.arguments_errors(equal) == validator.arguments_errors(good)
+
+
+def test_equal_schemas_share_one_checked_validator_and_a_function_one_model() -> None:
+    from closedloop.agent._tools import tools_by_name
+    from closedloop.agent._validate import schema_validator
+
+    first, second = tools_by_name([add])["add"], tools_by_name([add])["add"]
+    assert first.parameters == second.parameters
+    assert first.parameters is not second.parameters  # each tool owns its schema
+    assert schema_validator(first.parameters) is schema_validator(second.parameters)
+    assert schema_validator({"type": "object"}) is not schema_validator({"type": "string"})

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop import ConfigurationError, SessionNotFoundError
+from closedloop import ConfigurationError, SessionNotFoundError, StaleStateError
 from closedloop.agent import Agent, ContextSettings, Task
 from closedloop.feedback import MemoryStore, SQLiteStore
 from closedloop.models import FunctionModel
@@ -115,6 +115,39 @@ async def test_scoped_stores_cannot_see_each_other(kind: str, tmp_path: Path) ->
     await shared.close()
     with pytest.raises(ConfigurationError):
         ScopedStore(shared, "bad:scope")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_scoped_save_with_records_is_the_shared_stores_one_write(
+    kind: str, tmp_path: Path
+) -> None:
+    shared = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    a = ScopedStore(shared, "key_a")
+    await a.create("sess", {"x": 1})
+    written = await a.record_put_many([("ledger", "e1", {"n": 1}, 0)])
+    assert [(r.namespace, r.key, r.version) for r in written] == [("ledger", "e1", 1)]
+    commits = shared.stats.commits
+    saved = await a.put_with_records(
+        "sess",
+        {"x": 2},
+        expected_version=1,
+        records=[("hints", "h", {"n": 2})],
+        writes=[("ledger", "e1", {"n": 3}, 1)],
+    )
+    assert saved.session_id == "sess" and saved.data["x"] == 2
+    assert (await shared.get("key_a:sess")).data["x"] == 2
+    hint = await shared.record_get("key_a:hints", "h")
+    entry = await shared.record_get("key_a:ledger", "e1")
+    assert hint is not None and hint.value["n"] == 2
+    assert entry is not None and (entry.version, entry.value["n"]) == (2, 3)
+    if kind == "sqlite":
+        assert shared.stats.commits == commits + 1  # one transaction for all of it
+    with pytest.raises(StaleStateError):  # a lost compare-and-set writes none of it
+        await a.put_with_records(
+            "sess", {"x": 9}, expected_version=1, records=[("hints", "lost", {})]
+        )
+    assert await shared.record_get("key_a:hints", "lost") is None
+    await shared.close()
 
 
 async def test_store_urls(tmp_path: Path) -> None:

@@ -18,13 +18,22 @@ from typing import Any
 
 from .._exceptions import StaleStateError
 from ..feedback import Record, StateStore
-from ..feedback._json import check_json, freeze_mapping
+from ..feedback._json import CheckedDocument, check_json, encode_document, freeze_mapping
 from ..feedback._store import record_name
 
 __all__ = ["DeferredRecords", "PendingRecord", "RidingWrites", "Write"]
 
-PendingRecord = tuple[str, str, dict[str, Any]]
+PendingRecord = tuple[str, str, Mapping[str, Any]]
 """``(namespace, key, value)`` of a record waiting for the next save."""
+
+
+def _checked(value: Mapping[str, Any]) -> CheckedDocument:
+    """``value`` checked now, so a bad one fails here and not inside a later, unrelated
+    save, and kept checked and encoded, so that save does not check it again."""
+    if type(value) is CheckedDocument:
+        return value
+    plain = check_json(value, "value")
+    return CheckedDocument(plain, encode_document(plain))
 
 
 class DeferredRecords:
@@ -39,6 +48,7 @@ class DeferredRecords:
         self.store = store
         self.namespaces = frozenset(namespaces)
         self._pending: dict[tuple[str, str], Record] = {}
+        self._values: dict[tuple[str, str], CheckedDocument] = {}  # what a save writes
         # Sessions go straight through: the store's own methods, with no frame in between.
         self.create = store.create
         self.get = store.get
@@ -60,15 +70,19 @@ class DeferredRecords:
 
     def drain(self) -> list[PendingRecord]:
         """Take every waiting write (in the order they were made)."""
-        out = [(r.namespace, r.key, dict(r.value)) for r in self._pending.values()]
+        values = self._values
+        out: list[PendingRecord] = [(ns, key, values[(ns, key)]) for ns, key in self._pending]
         self._pending.clear()
+        values.clear()
         return out
 
     def requeue(self, items: list[PendingRecord]) -> None:
         """Put back writes a failed save did not make; newer waiting writes win."""
         for namespace, key, value in items:
             if (namespace, key) not in self._pending:
-                self._pending[(namespace, key)] = self._record(namespace, key, value)
+                checked = _checked(value)
+                self._pending[(namespace, key)] = self._record(namespace, key, checked.plain)
+                self._values[(namespace, key)] = checked
 
     async def flush(self) -> None:
         """Write the waiting records now, each on its own (when no save will follow)."""
@@ -113,11 +127,11 @@ class DeferredRecords:
             return await self.store.record_put(
                 namespace, key, value, expected_version=expected_version
             )
-        # Checked now, so a bad value fails here and not inside a later, unrelated save.
-        plain = check_json(value, "value")
-        record = self._record(namespace, key, plain)
+        checked = _checked(value)
+        record = self._record(namespace, key, checked.plain)
         self._pending.pop((namespace, key), None)
         self._pending[(namespace, key)] = record
+        self._values[(namespace, key)] = checked
         return record
 
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
@@ -132,11 +146,12 @@ class DeferredRecords:
 
     async def record_delete(self, namespace: str, key: str) -> bool:
         waiting = self._pending.pop((namespace, key), None)
+        self._values.pop((namespace, key), None)
         stored = await self.store.record_delete(namespace, key)
         return stored or waiting is not None
 
 
-Write = tuple[str, str, dict[str, Any], int | None]
+Write = tuple[str, str, Mapping[str, Any], int | None]
 """``(namespace, key, value, expected_version)``: a conditional write waiting for a save."""
 
 
@@ -204,13 +219,13 @@ class RidingWrites:
             known = staged.get(name) or self._view.get(name)
             if known is not None and known.version != expected:
                 raise StaleStateError(record_name(namespace, key), expected, known.version)
-            plain = check_json(value, "value")
-            writes.append((namespace, key, plain, expected))
+            checked = _checked(value)
+            writes.append((namespace, key, checked, expected))
             staged[name] = Record(
                 namespace=namespace,
                 key=key,
                 version=expected + 1,
-                value=freeze_mapping(plain),
+                value=freeze_mapping(checked.plain),
                 updated_at=0.0,  # not stored yet
             )
         self._writes.extend(writes)

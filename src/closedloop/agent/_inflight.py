@@ -21,7 +21,7 @@ from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_non_negative
 from ._records import HaltReason
 
-__all__ = ["Budget", "race"]
+__all__ = ["Budget", "Deadline", "race"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -131,15 +131,41 @@ def cancel_waiter(cancel: Any) -> Callable[[], Coroutine[Any, Any, Any]] | None:
     return None
 
 
+class Deadline:
+    """The deadline watcher: ``sleep(seconds)`` when called.
+
+    On the event loop's own clock (``sleep`` is ``asyncio.sleep``) :func:`race` sets a
+    timer instead of starting a task to sleep, so a call raced against nothing but the
+    deadline costs no task of its own and no watcher task (most calls of most runs).
+    """
+
+    __slots__ = ("seconds", "sleep")
+
+    def __init__(self, seconds: float, sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.seconds = max(0.0, seconds)
+        self.sleep = sleep
+
+    def __call__(self) -> Coroutine[Any, Any, Any]:
+        return _sleep(self.sleep, self.seconds)
+
+
+async def _sleep(sleep: Callable[[float], Awaitable[None]], seconds: float) -> None:
+    await sleep(seconds)
+
+
 async def race(
     call: Awaitable[T],
     watchers: dict[HaltReason, Callable[[], Coroutine[Any, Any, Any]]],
 ) -> tuple[T | None, HaltReason | None]:
     """Run ``call`` until it finishes or a watcher fires; ``(result, None)`` or
     ``(None, reason)``. The call's own exception propagates; a fired watcher cancels it."""
-    main: asyncio.Future[T] = asyncio.ensure_future(call)
     if not watchers:
-        return await main, None
+        return await call, None
+    if len(watchers) == 1:
+        deadline = watchers.get(HaltReason.DEADLINE)
+        if type(deadline) is Deadline and deadline.sleep is asyncio.sleep:
+            return await _within(call, deadline.seconds)
+    main: asyncio.Future[T] = asyncio.ensure_future(call)
     pending: dict[asyncio.Task[Any], HaltReason] = {
         asyncio.ensure_future(factory()): reason for reason, factory in watchers.items()
     }
@@ -161,3 +187,15 @@ async def race(
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await main
     return None, fired[0]
+
+
+async def _within(call: Awaitable[T], seconds: float) -> tuple[T | None, HaltReason | None]:
+    """``call`` in this task, cancelled by the loop's timer at the deadline."""
+    timer = asyncio.timeout(seconds)
+    try:
+        async with timer:
+            return await call, None
+    except TimeoutError:
+        if not timer.expired():
+            raise  # the call's own
+    return None, HaltReason.DEADLINE

@@ -257,23 +257,21 @@ class ModelPort:
             plans.append((model, seed + 7919 * i, cfg.dual_temperature))
         clock = cfg.clock
         started = clock()
-        calls = list(
-            await asyncio.gather(
-                *(
-                    self.complete(
-                        model,
-                        messages,
-                        usage,
-                        schema=schema,
-                        tools=tools,
-                        seed=s,
-                        temperature=t,
-                        price=rung,
-                    )
-                    for model, s, t in plans
-                )
+        samples = [
+            self.complete(
+                model,
+                messages,
+                usage,
+                schema=schema,
+                tools=tools,
+                seed=s,
+                temperature=t,
+                price=rung,
             )
-        )
+            for model, s, t in plans
+        ]
+        # One sample needs no task of its own to run at the same time as nothing else.
+        calls = [await samples[0]] if len(samples) == 1 else list(await asyncio.gather(*samples))
         seconds = max(0.0, clock() - started)
         calls_made = int(usage["model_calls"])
         spent = RungUsage(

@@ -47,8 +47,12 @@ def _fence_safe(text: str) -> str:
     return _FENCE_TAG.sub(lambda m: "<\\" + m.group(1) + m.group(2), text)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), default=str)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def _dumps(value: Any) -> str:
-    return _fence_safe(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
+    return _fence_safe(_ENCODER.encode(value))
 
 
 def _attribute(value: Any) -> str:
@@ -79,12 +83,28 @@ def _reply_format(kinds: frozenset[str], native: bool, required: Sequence[Requir
     return "Reply with exactly one JSON object: " + ", or ".join(options) + "."
 
 
+_SCHEMA_TEXT: dict[int, tuple[Tool, str]] = {}
+"""A tool's arguments schema as shown, by the tool's id (the tool kept, so the id stays
+its own): the schema does not change, and every step shows it again."""
+
+
+def _schema_text(tool: Tool) -> str:
+    known = _SCHEMA_TEXT.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    text = _dumps(inline_refs(tool.parameters))
+    if len(_SCHEMA_TEXT) >= 1024:
+        _SCHEMA_TEXT.clear()
+    _SCHEMA_TEXT[id(tool)] = (tool, text)
+    return text
+
+
 def _tool_lines(tools: Sequence[Tool], show_schemas: bool) -> list[str]:
     lines = []
     for tool in tools:
         line = f"- {tool.name}: {tool.description}".rstrip()
         if show_schemas:
-            line += f"\n  arguments: {_dumps(inline_refs(tool.parameters))}"
+            line += f"\n  arguments: {_schema_text(tool)}"
         lines.append(line)
     return lines
 
@@ -129,6 +149,22 @@ def _observation_block(entry: ObservationEntry) -> str:
         body.append(f"error: {_fence_safe(str(obs['error']))}")
     body.append(f"value: {_dumps(obs.get('value'))}")
     return "\n".join([head, *body, "</data>"])
+
+
+_BLOCKS: dict[int, tuple[ObservationEntry, str]] = {}
+"""Each kept observation's block, by the entry's id (the entry kept, so the id stays its
+own): an entry does not change once kept, and every later step shows it again."""
+
+
+def _block(entry: ObservationEntry) -> str:
+    known = _BLOCKS.get(id(entry))
+    if known is not None and known[0] is entry:
+        return known[1]
+    text = _observation_block(entry)
+    if len(_BLOCKS) >= 1024:
+        _BLOCKS.clear()
+    _BLOCKS[id(entry)] = (entry, text)
+    return text
 
 
 def project(
@@ -187,7 +223,7 @@ def project(
                 f" ({', '.join(kinds_cut)})" if kinds_cut else ""
             )
         user.append(header + ":")
-        user.extend(_observation_block(e) for e in shown)
+        user.extend(_block(e) for e in shown)
     notes = [*state.notes, *extra_notes]
     if notes:
         user.append("")

@@ -22,7 +22,7 @@ from ._actuators import Actuators, Controllers
 from ._control import ControllerBank, TaskControl
 from ._deferred import DeferredRecords
 from ._health import ToolHealth
-from ._inflight import Budget, cancel_waiter
+from ._inflight import Budget, Deadline, cancel_waiter
 from ._io import ModelPort, ToolPort
 from ._protocols import SuccessMemory, same_value
 from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRecord
@@ -121,9 +121,7 @@ class Run:
             out[HaltReason.CANCELLED] = self._cancel_wait
         if self.budget is not None:
             out[HaltReason.BUDGET] = self.budget.wait_exhausted
-        remaining = self.deadline_s - self.elapsed()
-        sleep = self.settings.sleep
-        out[HaltReason.DEADLINE] = lambda: sleep(max(0.0, remaining))
+        out[HaltReason.DEADLINE] = Deadline(self.deadline_s - self.elapsed(), self.settings.sleep)
         return out
 
     def loop_state(self) -> LoopState:

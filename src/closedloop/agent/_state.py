@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._exceptions import ConfigurationError, StateSerializationError
 from .._validation import require_unit_interval
 from ..feedback import Snapshot, StateStore
+from ..feedback._json import CheckedDocument, checked_document
 from ..feedback._store import BaseStore
 from ._deferred import RidingWrites, Write
 from ._validate import schema_validator
@@ -298,9 +299,10 @@ def resolve_path(value: Any, path: str) -> tuple[bool, Any]:
     return True, current
 
 
-def _dump(state: TaskState) -> dict[str, Any]:
+def _dump(state: TaskState) -> CheckedDocument:
+    # Checked and encoded once here, not copied again by the store: the dump is fresh.
     try:
-        return state.model_dump(mode="json")
+        return checked_document(state.model_dump(mode="json"))
     except UnicodeEncodeError as exc:
         # A lone surrogate (hostile model output) cannot become UTF-8 JSON: a typed error
         # naming the problem, and the stored state stays as it was.

@@ -15,11 +15,14 @@ enters it before its first step and leaves it on every way out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import dataclasses
 import inspect
 import re
 import string
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -307,15 +310,35 @@ def _tool_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_SIGNATURES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+"""Per function, per name: its arguments model, summary and schema. An agent built per run
+(a service's factory) would otherwise build the same pydantic model again each time."""
+
+
+def _signature(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str, dict[str, Any]]:
+    try:
+        known = _SIGNATURES.get(fn)
+    except TypeError:  # an unhashable callable object: nothing to key on
+        known = None
+    found = None if known is None else known.get(name)
+    if found is None:
+        model, summary = signature_model(fn, name)
+        found = (model, summary, schema_of(model))
+        with contextlib.suppress(TypeError):  # not weakly referable: build it each time
+            _SIGNATURES.setdefault(fn, {})[name] = found
+    model, summary, schema = found
+    return model, summary, copy.deepcopy(schema)  # each Tool owns its schema, as before
+
+
 def _from_callable(fn: Callable[..., Any], options: Mapping[str, Any]) -> Tool:
     given = options.get("name")
     name = str(getattr(fn, "__name__", "") if given is None else given)
-    model, summary = signature_model(fn, name or "tool")
+    model, summary, parameters = _signature(fn, name or "tool")
     rest = {k: v for k, v in options.items() if k != "name"}
     return Tool(
         name=name,
         description=str(rest.get("description") or summary or name),
-        parameters=schema_of(model),
+        parameters=parameters,
         action=_action(name, _plain_runner(name, fn, model), rest),
         **_tool_options(rest),
     )

@@ -9,6 +9,7 @@ say something). Every failure is a sentence the model reads next step, never an 
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,22 +37,26 @@ def describe_schema_error(error: jsonschema.ValidationError, root: str = "argume
     return f"{root}{path}: {error.message}"
 
 
-_VALIDATORS: dict[tuple[int, bool], tuple[Mapping[str, Any], Any]] = {}
+_VALIDATORS: dict[tuple[int | str, bool], tuple[Mapping[str, Any], Any]] = {}
 _CACHE_SIZE = 512
 
 
 def schema_validator(schema: Mapping[str, Any], *, formats: bool = True) -> Any:
-    """A checked jsonschema validator for ``schema``, built once per schema object.
+    """A checked jsonschema validator for ``schema``, built once per schema.
 
     Checking a schema against its metaschema costs milliseconds, far more than a whole
-    step; tools and required fields keep the same schema object from run to run, so the
-    cache keys on its identity (and holds it, so the id cannot be reused while cached).
-    A schema mutated in place after first use is not seen again: schemas are set up once.
-    ``formats`` adds the draft's format checker.
+    step, and an agent built per run (a service's factory) derives equal schemas afresh
+    each time: the cache keys on the schema's JSON text (its keys in their order, which
+    orders the errors), else on the object's identity (holding it, so the id cannot be
+    reused while cached). A schema mutated in place after first use is not seen again:
+    schemas are set up once. ``formats`` adds the draft's format checker.
     """
-    key = (id(schema), formats)
+    try:
+        key: tuple[int | str, bool] = (json.dumps(schema, allow_nan=False), formats)
+    except (TypeError, ValueError):
+        key = (id(schema), formats)
     hit = _VALIDATORS.get(key)
-    if hit is not None and hit[0] is schema:
+    if hit is not None and (isinstance(key[0], str) or hit[0] is schema):
         return hit[1]
     plain = dict(schema)
     cls = jsonschema.validators.validator_for(plain)
@@ -71,6 +76,9 @@ class Validator:
         self._validators: dict[str, Any] = {}
         for name, tool in self.tools.items():
             self._validators[name] = schema_validator(tool.parameters)
+        # The last call's verdict: a step checks the same call when it is proposed and
+        # again before it runs, and a schema check costs more than the rest of both.
+        self._last: tuple[Mapping[str, Any], str, list[str]] | None = None
 
     def phase_allows(self, phase: str, kind: str) -> bool:
         return kind in PHASE_ACTIONS.get(phase, frozenset({"tool", "final"}))
@@ -85,8 +93,20 @@ class Validator:
         validator = self._validators.get(call.tool)
         if validator is None:
             return []
+        try:
+            # The text names the value exactly (1, 1.0 and true differ), unlike ==.
+            text = f"{call.tool}\n" + json.dumps(call.arguments, sort_keys=True, allow_nan=True)
+        except (TypeError, ValueError):
+            text = None
+        last = self._last
+        # The same arguments object (the same proposal), unchanged since: the same verdict.
+        if text is not None and last is not None and last[0] is call.arguments and last[1] == text:
+            return list(last[2])
         errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(map(str, e.path)))
-        return [describe_schema_error(e) for e in errors[:8]]
+        found = [describe_schema_error(e) for e in errors[:8]]
+        if text is not None:
+            self._last = (call.arguments, text, list(found))
+        return found
 
     def call_errors(
         self,

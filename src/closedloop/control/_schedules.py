@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -239,7 +239,12 @@ class ActuatorSettings:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for a trace record (enums become their strings)."""
-        return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(self).items()}
+        # Every field is a scalar: read them directly rather than deep-copying (asdict).
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            out[name] = str(value) if isinstance(value, StrEnum) else value
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

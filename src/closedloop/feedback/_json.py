@@ -17,9 +17,11 @@ from .._exceptions import StateSerializationError
 
 __all__ = [
     "MAX_DEPTH",
+    "CheckedDocument",
     "FrozenObject",
     "JSONValue",
     "check_json",
+    "checked_document",
     "decode_document",
     "encode_document",
     "freeze",
@@ -190,14 +192,78 @@ def _check(value: Any, path: str, depth: int, seen: set[int]) -> Any:
     )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def encode_document(plain: Any) -> str:
     """Compact JSON text of a value already passed through :func:`check_json`."""
-    return json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(plain)
 
 
 def decode_document(text: str) -> Any:
     """Inverse of :func:`encode_document`."""
     return json.loads(text)
+
+
+class CheckedDocument(Mapping[str, Any]):
+    """A JSON object already checked and encoded, which a store takes as it is.
+
+    A loop that saves its whole state every step would otherwise pay for the state twice
+    more per save: the checking copy and the encoding. The store still applies its size
+    limit, and owns ``plain`` from then on (the caller must not change it).
+    """
+
+    __slots__ = ("plain", "text")
+
+    def __init__(self, plain: dict[str, Any], text: str) -> None:
+        self.plain = plain
+        self.text = text
+
+    def __getitem__(self, key: str) -> Any:
+        return self.plain[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.plain)
+
+    def __len__(self) -> int:
+        return len(self.plain)
+
+
+def checked_document(plain: dict[str, Any], path: str = "data") -> CheckedDocument:
+    """Check and encode a JSON object made of fresh dicts and lists with string keys (what
+    ``BaseModel.model_dump(mode="json")`` returns), without copying it when it is fine.
+
+    The same value is accepted and refused, with the same error, as by :func:`check_json`:
+    the encoder refuses what is not JSON (NaN, infinity, other types), the text shows
+    whether every string is valid Unicode, and the number of brackets bounds the nesting.
+    Whatever these quick checks cannot clear goes through :func:`check_json` itself.
+    """
+    try:
+        text = encode_document(plain)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is None or not (text.isascii() or _utf8(text)):
+        plain = check_json(plain, path)  # raises, naming the place
+        text = encode_document(plain)
+    # The number of brackets bounds the depth (and costs nothing); past it, count.
+    elif text.count("{") + text.count("[") > MAX_DEPTH and not _within_depth(plain):
+        check_json(plain, path)  # raises, naming the place
+    return CheckedDocument(plain, text)
+
+
+def _within_depth(value: Any) -> bool:
+    """Whether no dict or list of ``value`` sits :data:`MAX_DEPTH` levels deep."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return False
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+    return True
 
 
 class FrozenObject(Mapping[str, JSONValue]):

@@ -75,13 +75,15 @@ class MemoryStore(BaseStore):
     ) -> None:
         super().__init__(clock=clock, max_document_bytes=max_document_bytes)
         self._sessions: dict[str, _Session] = {}
-        self._records: dict[tuple[str, str], Record] = {}
+        # namespace -> key -> record: listing a namespace reads only its own records, not
+        # every record the store holds (ledgers of finished runs pile up in a long process)
+        self._records: dict[str, dict[str, Record]] = {}
         # A SyncStore drives the same object from its own loop thread.
         self._lock = threading.Lock()
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"MemoryStore(sessions={len(self._sessions)}, records={len(self._records)})"
+        return f"MemoryStore(sessions={len(self._sessions)}, records={sum(map(len, self._records.values()))})"
 
     async def _enter(self) -> float:
         await asyncio.sleep(0)
@@ -193,7 +195,7 @@ class MemoryStore(BaseStore):
     async def _record_get(self, namespace: str, key: str) -> Record | None:
         await self._enter()
         with self._lock:
-            return self._records.get((namespace, key))
+            return self._records.get(namespace, {}).get(key)
 
     async def _record_put(
         self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
@@ -213,7 +215,7 @@ class MemoryStore(BaseStore):
         with self._lock:
             versions: dict[tuple[str, str], int] = {}
             for namespace, key, expected, _, _ in checked:
-                old = self._records.get((namespace, key))
+                old = self._records.get(namespace, {}).get(key)
                 actual = versions.get((namespace, key), None if old is None else old.version)
                 if expected is not None and (actual or 0) != expected:
                     raise self._stale(record_name(namespace, key), expected, actual)
@@ -227,7 +229,7 @@ class MemoryStore(BaseStore):
                     value=freeze_mapping(plain),
                     updated_at=now,
                 )
-                self._records[(namespace, key)] = record
+                self._records.setdefault(namespace, {})[key] = record
                 out.append(record)
         return out
 
@@ -236,7 +238,7 @@ class MemoryStore(BaseStore):
     ) -> Record:
         now = await self._enter()
         with self._lock:
-            old = self._records.get((namespace, key))
+            old = self._records.get(namespace, {}).get(key)
             actual = stored_token(None if old is None else old.value, fence)
             if actual != token:
                 raise self._fenced(record_name(namespace, key), token, actual)
@@ -247,23 +249,26 @@ class MemoryStore(BaseStore):
                 value=freeze_mapping(plain),
                 updated_at=now,
             )
-            self._records[(namespace, key)] = record
+            self._records.setdefault(namespace, {})[key] = record
         return record
 
     async def _record_list(self, namespace: str, prefix: str) -> list[Record]:
         await self._enter()
         with self._lock:
             found = [
-                r
-                for (ns, key), r in self._records.items()
-                if ns == namespace and key.startswith(prefix)
+                r for key, r in self._records.get(namespace, {}).items() if key.startswith(prefix)
             ]
         return sorted(found, key=lambda r: r.key)
 
     async def _record_delete(self, namespace: str, key: str) -> bool:
         await self._enter()
         with self._lock:
-            return self._records.pop((namespace, key), None) is not None
+            records = self._records.get(namespace)
+            if records is None or records.pop(key, None) is None:
+                return False
+            if not records:
+                del self._records[namespace]
+            return True
 
     async def close(self) -> None:
         """Refuse further operations. The data is dropped with the object."""

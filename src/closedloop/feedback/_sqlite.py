@@ -467,18 +467,40 @@ class SQLiteStore(BaseStore):
         expected: int | None,
         now: float,
     ) -> Record:
-        row = conn.execute(
-            "SELECT version FROM records WHERE namespace = ? AND key = ?", (namespace, key)
-        ).fetchone()
-        actual: int | None = None if row is None else row[0]
-        if expected is not None and (actual or 0) != expected:
-            raise self._stale(record_name(namespace, key), expected, actual)
-        version = (actual or 0) + 1
-        conn.execute(
-            "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (namespace, key, version, text, now),
-        )
+        if expected is None:
+            row = conn.execute(
+                "SELECT version FROM records WHERE namespace = ? AND key = ?", (namespace, key)
+            ).fetchone()
+            version = (0 if row is None else int(row[0])) + 1
+            conn.execute(
+                "INSERT OR REPLACE INTO records (namespace, key, version, value, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (namespace, key, version, text, now),
+            )
+        else:
+            # A compare-and-set is one statement that writes only at the expected version
+            # (absent for 0); the version is read only to name it in the conflict.
+            if expected == 0:
+                cursor = conn.execute(
+                    "INSERT INTO records (namespace, key, version, value, updated_at) "
+                    "VALUES (?, ?, 1, ?, ?) ON CONFLICT (namespace, key) DO NOTHING",
+                    (namespace, key, text, now),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE records SET version = ?, value = ?, updated_at = ? "
+                    "WHERE namespace = ? AND key = ? AND version = ?",
+                    (expected + 1, text, now, namespace, key, expected),
+                )
+            if cursor.rowcount != 1:
+                row = conn.execute(
+                    "SELECT version FROM records WHERE namespace = ? AND key = ?",
+                    (namespace, key),
+                ).fetchone()
+                raise self._stale(
+                    record_name(namespace, key), expected, None if row is None else row[0]
+                )
+            version = expected + 1
         return Record(
             namespace=namespace,
             key=key,

@@ -25,7 +25,7 @@ from .._exceptions import (
 )
 from .._redaction import might_hold_secret, scrub_document
 from .._validation import require_int_at_least, require_positive
-from ._json import JSONValue, check_json, encode_document, thaw
+from ._json import CheckedDocument, JSONValue, check_json, encode_document, thaw
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -559,6 +559,11 @@ class BaseStore(ABC):
 
         The one boundary every write crosses, whatever wrote it: the loop's task state,
         the ledger's arguments and results, the service's run records, handover items."""
+        if type(data) is CheckedDocument:  # checked and encoded by its maker
+            if not might_hold_secret(data.text):
+                self._check_size(data.text, what)
+                return data.plain, data.text
+            data = data.plain  # a candidate: the full path below, on a copy, scrubs it
         if not isinstance(data, Mapping):
             raise ConfigurationError(
                 argument, type(data).__name__, "must be a mapping (a JSON object)"

@@ -11,7 +11,7 @@ success" can only come from the same key's own runs).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._exceptions import ConfigurationError
@@ -145,6 +145,53 @@ class ScopedStore:
     async def record_delete(self, namespace: str, key: str) -> bool:
         """Delete a record of this scope."""
         return await self.inner.record_delete(self._ns(namespace), key)
+
+    # --- several writes at once: the shared store's, so its one transaction holds ---------
+    # Without these a run on this view would pay a synced commit for every hint and three
+    # for each ledger commit, where the shared store writes them with the step's save.
+
+    async def record_put_many(
+        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
+    ) -> list[Record]:
+        """Conditional record writes of this scope, as the shared store makes them."""
+        scoped = [(self._ns(ns), key, value, expected) for ns, key, value, expected in items]
+        many = getattr(self.inner, "record_put_many", None)
+        if many is None:
+            written = [
+                await self.inner.record_put(ns, key, value, expected_version=expected)
+                for ns, key, value, expected in scoped
+            ]
+        else:
+            written = await many(scoped)
+        return [self._record(r) for r in written]
+
+    async def put_with_records(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int,
+        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
+    ) -> Snapshot:
+        """A session put of this scope with its records, as the shared store writes them
+        (in one transaction where it can)."""
+        together = getattr(self.inner, "put_with_records", None)
+        if together is None:
+            if writes:
+                await self.record_put_many(writes)
+            snapshot = await self.put(session_id, data, expected_version=expected_version)
+            for namespace, key, value in records:
+                await self.record_put(namespace, key, value)
+            return snapshot
+        written = await together(
+            self._sid(session_id),
+            data,
+            expected_version=expected_version,
+            records=[(self._ns(ns), key, value) for ns, key, value in records],
+            writes=[(self._ns(ns), key, value, expected) for ns, key, value, expected in writes],
+        )
+        return self._snapshot(written)
 
     async def close(self) -> None:
         """Nothing to release: the shared store is closed by its owner."""

@@ -27,6 +27,7 @@ from ..feedback import StateStore
 from ..models import Model
 from ._auth import ApiKeys, Principal
 from ._deps import Service, authenticate, service_of
+from ._dispatch import RunQueue
 from ._handover_api import router as handover_router
 from ._http import (
     ApiError,
@@ -46,6 +47,7 @@ from ._runs import RunManager
 from ._sessions import router as sessions_router
 from ._settings import ServerSettings, open_store
 from ._sse import RunHub
+from ._takeover import Dispatcher
 from ._workers import WorkerHeaderMiddleware
 
 __all__ = ["create_app"]
@@ -93,6 +95,15 @@ def _build_service(settings: ServerSettings) -> Service:
         _model=settings.model if isinstance(settings.model, Model) else None,
     )
     holder["service"] = service
+    if settings.queue is not None:
+        runs.queue = RunQueue(
+            settings.queue,
+            takeover_after_s=settings.takeover_after_s,
+            heartbeat_s=settings.heartbeat_s,
+        )
+        service.dispatcher = Dispatcher(
+            runs.queue, service.store_of, runs.take, runs.held_entries, runs.lose
+        )
     return service
 
 
@@ -118,6 +129,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             if settings.gc_interval_s is not None
             else None
         )
+        if service.dispatcher is not None:
+            await service.dispatcher.start()
         try:
             yield
         finally:
@@ -125,7 +138,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                 gc_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await gc_task
+            if service.dispatcher is not None:
+                await service.dispatcher.stop()
             await service.runs.shutdown(settings.shutdown_timeout_s)
+            if service.runs.queue is not None:
+                await service.runs.queue.close()
             if service.owns_store:
                 await service.store.close()
 

@@ -46,7 +46,9 @@ class Deployment:
         headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
         return httpx.request(method, self.url + path, headers=headers, timeout=30.0, **kwargs)
 
-    def poll(self, method: str, path: str, done: Callable[[httpx.Response], bool]) -> httpx.Response:
+    def poll(
+        self, method: str, path: str, done: Callable[[httpx.Response], bool]
+    ) -> httpx.Response:
         """Until ``done(response)``, bounded; a request a dying worker accepted is retried."""
         deadline = time.monotonic() + BOUND_S
         while time.monotonic() < deadline:
@@ -142,7 +144,9 @@ def _start_held_run(
     customer = f"c{uuid.uuid4().hex[:8]}"
     params = {"world": str(world), "hold": str(hold), "customer": customer}
     started = deployment.call(
-        "POST", f"/v1/sessions/{session}/runs", json={"agent": agent, "task": "order", "params": params}
+        "POST",
+        f"/v1/sessions/{session}/runs",
+        json={"agent": agent, "task": "order", "params": params},
     )
     assert started.status_code == 202, started.text
     path = f"/v1/sessions/{session}/runs/{started.json()['id']}"
@@ -182,9 +186,7 @@ def test_a_run_whose_worker_was_killed_is_taken_over_and_its_effect_applied_once
 def test_a_pending_effect_without_a_reconciler_waits_for_a_persons_choice(
     deployment: Deployment, tmp_path: Path
 ) -> None:
-    path, session, victim, world, customer = _start_held_run(
-        deployment, "blind-orderer", tmp_path
-    )
+    path, session, victim, world, customer = _start_held_run(deployment, "blind-orderer", tmp_path)
     waiting = deployment.poll("GET", path, lambda r: r.json()["status"] != "running").json()
     assert waiting["status"] == "handover" and waiting["handover_id"], waiting
     handover = f"/v1/handovers/{waiting['handover_id']}"

@@ -3,9 +3,9 @@
 Usage: python bench/chaos.py [--minutes 15] [--workers 2] [--redis redis://HOST:PORT/DB]
 Without --redis a redis-server (it must be on PATH) is started on a free loopback port in a
 scratch directory and stopped at the end. A worker executing a run is killed every 30-60 s
-(random, seeded); its runs are taken over through the run queue. The report counts runs
-submitted, completed and taken over, time to takeover (p50 / p95), duplicated and lost
-effects (both must be 0) and lost runs (must be 0).
+(random intervals that --seed picks); its runs are taken over through the run queue. The
+report counts runs submitted, completed and taken over, time to takeover (p50 / p95),
+duplicated and lost effects (both must be 0) and lost runs (must be 0).
 """
 
 from __future__ import annotations

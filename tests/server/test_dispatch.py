@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import pytest
 
 from closedloop._exceptions import ConfigurationError
@@ -230,3 +231,97 @@ def test_a_choice_on_a_pending_effect_is_written_to_the_ledger(
         )
 
     asyncio.run(scenario())
+
+
+# --- the embedded service: no queue, a pending effect at a manual recovery -----------------
+
+
+async def test_without_a_queue_a_pending_effect_at_recovery_waits_for_a_choice(
+    make_harness: Any, tmp_path: Any
+) -> None:
+    from closedloop.agent import (
+        Agent,
+        RequiredField,
+        RunLimits,
+        Task,
+        as_tool,
+        stop_on_no_progress,
+        stop_on_repeats,
+    )
+    from closedloop.models import CallInfo, FunctionModel, Message
+    from closedloop.server import AgentContext, create_app
+
+    from .conftest import build_settings, make_registry, new_session
+
+    entered, never = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def place_order(customer: str) -> dict[str, str]:
+        """Place one order (irreversible, no reconciler)."""
+        calls.append(customer)
+        if len(calls) == 1:
+            entered.set()
+            await never.wait()  # the first worker stops answering inside the effect
+        return {"order_id": f"ORD-{customer}"}
+
+    def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
+        if "ORD-c1" in "\n".join(m.content for m in messages[1:]):
+            return {"final": "ordered"}
+        return {"tool": "place_order", "arguments": {"customer": "c1"}}
+
+    def blind(ctx: AgentContext) -> Agent:
+        action = AtomicAction(name="place_order", fn=place_order, effect=EffectClass.IRREVERSIBLE)
+        return Agent(
+            FunctionModel(reply, name="blind"),
+            [as_tool(action, fills={"order_id": "order_id"})],
+            store=ctx.store,
+            stop=stop_on_no_progress(3) | stop_on_repeats(1),
+            limits=RunLimits(max_steps=4),
+        )
+
+    def task(text: str, ctx: AgentContext) -> Task:
+        return Task(text, required_fields=[RequiredField(name="order_id", source="place_order")])
+
+    registry = make_registry()
+    registry.register("blind", blind, task=task)
+    first = await make_harness(registry=registry)
+    # A second worker on the same store, with its own runs.
+    second_app = create_app(build_settings(first.store, tmp_path, first.clock, registry=registry))
+    lifespan = second_app.router.lifespan_context(second_app)
+    await lifespan.__aenter__()
+    second = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=second_app),
+        base_url="http://service.test",
+        headers={"Authorization": f"Bearer {first.keys['alice']}"},
+    )
+    try:
+        client = first.client("alice")
+        session = await new_session(client)
+        started = await client.post(
+            f"/v1/sessions/{session}/runs", json={"agent": "blind", "task": "order"}
+        )
+        path = f"/v1/sessions/{session}/runs/{started.json()['id']}"
+        await asyncio.wait_for(entered.wait(), 30)
+
+        recovering = await second.post(f"{path}/recover")
+        assert recovering.status_code == 202, recovering.text
+        await second_app.state.service.runs.wait_idle()
+        waiting = (await second.get(path)).json()
+        assert waiting["status"] == "handover", waiting
+        handover = f"/v1/handovers/{waiting['handover_id']}"
+        item = (await second.get(handover)).json()
+        assert item["audit"]["kind"] == "pending_effect"
+        assert item["audit"]["pending_effects"][0]["tool"] == "place_order"
+
+        chosen = await second.post(f"{handover}/choose", json={"choice": "retry"})
+        assert chosen.status_code == 200, chosen.text
+        await second_app.state.service.runs.wait_idle()
+        done = (await second.get(path)).json()
+        assert (done["status"], done["success"]) == ("done", True), done
+        assert calls == ["c1", "c1"]  # the person said it never reached the world
+    finally:
+        for local in list(first.service.runs._local.values()):
+            local.task.cancel()  # the first worker, still stuck in its effect
+        await first.settle()
+        await second.aclose()
+        await lifespan.__aexit__(None, None, None)

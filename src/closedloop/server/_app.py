@@ -41,6 +41,7 @@ from ._http import (
     validation_handler,
 )
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
 from ._registry import default_registry
 from ._runs import RunManager
@@ -73,15 +74,23 @@ def _build_service(settings: ServerSettings) -> Service:
     def model() -> Model:
         return holder["service"].model()
 
-    runs = RunManager(
-        registry=registry,
-        model=model,
-        hub=hub,
-        metrics=metrics,
-        runs_dir=runs_path,
-        world_url=settings.world_url,
-        wall_clock=settings.wall_clock,
-    )
+    options: dict[str, Any] = {
+        "registry": registry,
+        "model": model,
+        "hub": hub,
+        "metrics": metrics,
+        "runs_dir": runs_path,
+        "world_url": settings.world_url,
+        "wall_clock": settings.wall_clock,
+    }
+    queue = None
+    if settings.queue is not None:
+        queue = RunQueue(
+            settings.queue,
+            takeover_after_s=settings.takeover_after_s,
+            heartbeat_s=settings.heartbeat_s,
+        )
+    runs = RunManager(**options) if queue is None else QueuedRunManager(queue, **options)
     service = Service(
         settings=settings,
         store=store,
@@ -95,12 +104,7 @@ def _build_service(settings: ServerSettings) -> Service:
         _model=settings.model if isinstance(settings.model, Model) else None,
     )
     holder["service"] = service
-    if settings.queue is not None:
-        runs.queue = RunQueue(
-            settings.queue,
-            takeover_after_s=settings.takeover_after_s,
-            heartbeat_s=settings.heartbeat_s,
-        )
+    if isinstance(runs, QueuedRunManager):
         service.dispatcher = Dispatcher(
             runs.queue, service.store_of, runs.take, runs.held_entries, runs.lose
         )

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigurationError, ReconciliationRequiredError, SessionNotFoundError
+from .._exceptions import ConfigurationError, ReconciliationRequiredError
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
-from ..agent._state import StateHandle, TaskState
-from ..feedback import HandoverQueue, Record, StateStore
+from ..feedback import Record, StateStore
 from ..feedback._handover import redact
 from ..models import MeteredModel, Model
-from ._dispatch import QueuedRun, RunQueue
+from ._dispatch import RunQueue
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
 from ._run_records import (
@@ -41,7 +40,7 @@ from ._run_records import (
     update_run,
 )
 from ._sse import RunHub, TraceTail, step_event
-from ._takeover import pending_effect_audit
+from ._takeover import hand_over_pending_effect
 from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
@@ -105,8 +104,6 @@ class RunManager:
         self._wall = wall_clock
         self._local: dict[str, _Local] = {}
         self.queue: RunQueue | None = None  # set when runs are dispatched through a queue
-        self._entries: dict[str, str] = {}  # local run key -> the queue entry it executes
-        self._lost: set[str] = set()  # entries taken over by another worker: fenced out
 
     def __repr__(self) -> str:
         return f"RunManager(local_runs={len(self._local)})"
@@ -179,11 +176,7 @@ class RunManager:
             task_id=task_id,
         )
         key = run_key(session_id, run_id)
-        if self.queue is not None:
-            hub_sink.discard()  # the worker that reads the entry builds the run again
-            record["worker"] = None  # none yet: the first worker to read the entry
-            await store.record_put(RUNS, key, record, expected_version=0)
-            await self.queue.submit(store_scope(store), key)
+        if await self._enqueue(store, key, record, hub_sink):
             return record
         await store.record_put(RUNS, key, record, expected_version=0)
         self._spawn(store, key, agent, task, ctx, metered, handover_id=None)
@@ -197,108 +190,39 @@ class RunManager:
         this works in any process); the steps before the freeze seed the event channel so
         event numbers continue.
         """
-        if self.queue is not None:
-            key = run_key(str(run["session_id"]), str(run["id"]))
-            await self.update(store, key, {"status": "running", "handover_id": handover_id})
-            await self.queue.submit(store_scope(store), key)
+        queued = {"status": "running", "handover_id": handover_id}
+        if await self._requeue(store, run_key(str(run["session_id"]), str(run["id"])), queued):
             return
         key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=False)
         await self.update(store, key, {"status": "running", "handover_id": handover_id})
         self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id)
         self.metrics.runs_started.labels(str(run["agent"]), "resume").inc()
 
-    async def take(self, store: StateStore, run: Mapping[str, Any], entry: QueuedRun) -> str:
-        """Execute the run a queue entry names, from where its task state stands.
-
-        No task state yet: the run starts. A running state: the run's worker died (or the
-        run was released after a pending effect was settled), so it recovers. A frozen
-        state whose handover was decided: it resumes. Anything else needs nobody: the
-        entry is acknowledged. Returns what was done.
-        """
-        assert self.queue is not None, "take() reads a queue's entries"
-        key = run_key(str(run["session_id"]), str(run["id"]))
-        local_key = f"{store_scope(store)}/{key}"
-        if local_key in self._local:
-            return "here"
-        if run.get("status") != "running":
-            await self.queue.ack(entry.entry_id)
-            return "ended"
-        try:
-            state: TaskState | None = await StateHandle(store, str(run["agent_session"])).load()
-        except SessionNotFoundError:
-            state = None  # it never saved a step: start it
-        changes: dict[str, Any] = {"worker": os.getpid()}
-        if entry.taken_over:
-            changes["takeovers"] = int(run.get("takeovers") or 0) + 1
-            changes["taken_over_at"] = self._wall()
-            changes["taken_from"] = run.get("worker")  # the worker that went silent
-        try:
-            if state is None:
-                how, handover_id, recover = "start", None, False
-            elif state.status == "frozen":
-                handover_id = state.handover_id or run.get("handover_id")
-                if await handover_pending(store, handover_id):
-                    await self.update(store, key, {"status": "handover"})
-                    await self.queue.ack(entry.entry_id)
-                    return "waiting"
-                how, recover = "resume", False
-            elif state.status == "running":
-                how, handover_id, recover = "recover", None, True
-            else:
-                await self.update(
-                    store, key, {"status": "done", "message": "ended before its worker stopped"}
-                )
-                await self.queue.ack(entry.entry_id)
-                return "ended"
-            key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=recover)
-        except ConfigurationError as exc:
-            await self.update(
-                store,
-                key,
-                {
-                    "status": "error",
-                    "halt_reason": "error",
-                    "success": False,
-                    "message": redact(f"could not take the run over: {exc}"),
-                },
-            )
-            await self.queue.ack(entry.entry_id)
-            return "error"
-        await self.update(store, key, changes)
-        self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id, recover=recover)
-        self._entries[local_key] = entry.entry_id
-        self.metrics.runs_started.labels(str(run["agent"]), how).inc()
-        return how
-
     async def release(self, store: StateStore, run: Mapping[str, Any]) -> None:
-        """Continue a run from its task state once a person settled its pending effect:
-        through the queue when there is one, else here."""
+        """Continue a run from its task state once a person settled its pending effect."""
         key = run_key(str(run["session_id"]), str(run["id"]))
-        latest = await self.update(store, key, {"status": "running", "handover_id": None})
-        if self.queue is not None:
-            await self.queue.submit(store_scope(store), key)
-        else:
-            await self.recover(store, latest)
+        changes = {"status": "running", "handover_id": None}
+        if not await self._requeue(store, key, changes):
+            await self.recover(store, await self.update(store, key, changes))
 
-    def held_entries(self) -> list[str]:
-        """The queue entries of the runs executing here."""
-        return [entry for entry in self._entries.values() if entry not in self._lost]
+    # --- where a run executes: here (a queue overrides these) ---------------------------
 
-    def lose(self, entry_ids: list[str]) -> None:
-        """Another worker took these entries over: stop their runs here, writing nothing."""
-        for local_key, entry in list(self._entries.items()):
-            if entry in entry_ids:
-                self._lost.add(entry)
-                _log.warning("run %s was taken over by another worker: stopping it", local_key)
-                local = self._local.get(local_key)
-                if local is not None:
-                    local.cancel.set()
-                    if not local.agent_watches_cancel:
-                        local.task.cancel()
+    async def _enqueue(
+        self, store: StateStore, key: str, record: dict[str, Any], hub_sink: _HubSink
+    ) -> bool:
+        """Hand a new run to a queue instead of executing it here (False: no queue)."""
+        return False
+
+    async def _requeue(self, store: StateStore, key: str, changes: Mapping[str, Any]) -> bool:
+        """Hand a run that goes on to a queue with ``changes`` (False: no queue)."""
+        return False
 
     def _fenced(self, local_key: str) -> bool:
-        """Whether the run's queue entry went to another worker (its writes are not ours)."""
-        return self._entries.get(local_key) in self._lost
+        """Whether another worker took the run over (this one must not write its record)."""
+        return False
+
+    async def _finished(self, local_key: str) -> None:
+        """The run's asyncio task ended here."""
 
     def executes_here(self, store: StateStore, key: str) -> bool:
         """Whether this process runs the asyncio task of run ``key``."""
@@ -437,12 +361,7 @@ class RunManager:
         finally:
             self.metrics.runs_active.dec()
             self.hub.close(local_key)
-            entry = self._entries.pop(local_key, None)
-            if entry is not None and entry in self._lost:
-                self._lost.discard(entry)  # the other worker acknowledges it
-            elif entry is not None and self.queue is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.queue.ack(entry))
+            await self._finished(local_key)
 
     async def _hand_over_pending(
         self, store: StateStore, key: str, agent_name: str, task: Any, reason: str
@@ -451,22 +370,7 @@ class RunManager:
         record = await store.record_get(RUNS, key)
         run = {} if record is None else record.to_dict()
         task_id = str(getattr(task, "task_id", None) or run.get("task_id") or run.get("id"))
-        audit = await pending_effect_audit(store, task_id, run, redact(reason))
-        handover_id = await HandoverQueue(store).submit(
-            task_id, str(run.get("id") or task_id), audit, session_id=run.get("agent_session")
-        )
-        await self.update(
-            store,
-            key,
-            {
-                "status": "handover",
-                "halt_reason": "handover",
-                "success": None,
-                "handover_id": handover_id,
-                "message": "a claimed effect may or may not have reached the world: "
-                f"a person decides (handover {handover_id})",
-            },
-        )
+        await self.update(store, key, await hand_over_pending_effect(store, run, task_id, reason))
         self.metrics.handovers.labels("created").inc()
         _log.info("run %s: pending effect handed over (%s)", key.split("/", 1)[1], agent_name)
 

@@ -18,23 +18,27 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import SessionNotFoundError
 from ..agent._state import StateHandle
 from ..execution import EffectLedger, EffectStatus
-from ..feedback import HandoverItem, StateStore
+from ..feedback import HandoverItem, HandoverQueue, StateStore
 from ..feedback._handover import redact
 from ._dispatch import QueuedRun, RunQueue
-from ._run_records import RUNS, update_run
+from ._run_records import RUNS, handover_pending, update_run
 
 __all__ = [
     "CHOICES",
     "PENDING_EFFECT",
     "Dispatcher",
+    "Move",
     "apply_choice",
     "end_task",
+    "hand_over_pending_effect",
     "is_pending_effect",
+    "next_move",
     "pending_effect_audit",
 ]
 
@@ -126,6 +130,52 @@ async def end_task(store: StateStore, session: str) -> None:
     state.status = "done"
     state.halt = "handover"
     await handle.save(state)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """What a worker does with a run it read from the queue, and the record's changes
+    when that is nothing (``waiting``, ``ended``)."""
+
+    how: str  # start | resume | recover | waiting | ended
+    handover_id: str | None = None
+    changes: Mapping[str, Any] = field(default_factory=dict)
+
+
+async def next_move(store: StateStore, run: Mapping[str, Any]) -> Move:
+    """Where a run's task state stands decides: no state yet, it starts; running (its
+    worker died, or a person settled its pending effect), it recovers; frozen with the
+    handover decided, it resumes; frozen and pending, it waits; ended, nothing is left."""
+    try:
+        state = await StateHandle(store, str(run["agent_session"])).load()
+    except SessionNotFoundError:
+        return Move("start")  # it never saved a step
+    if state.status == "frozen":
+        handover_id = state.handover_id or run.get("handover_id")
+        if await handover_pending(store, handover_id):
+            return Move("waiting", handover_id, {"status": "handover"})
+        return Move("resume", handover_id)
+    if state.status == "running":
+        return Move("recover")
+    return Move("ended", None, {"status": "done", "message": "ended before its worker stopped"})
+
+
+async def hand_over_pending_effect(
+    store: StateStore, run: Mapping[str, Any], task_id: str, reason: str
+) -> dict[str, Any]:
+    """Queue the handover for a task's pending effects; returns the run record's changes."""
+    audit = await pending_effect_audit(store, task_id, run, redact(reason))
+    handover_id = await HandoverQueue(store).submit(
+        task_id, str(run.get("id") or task_id), audit, session_id=run.get("agent_session")
+    )
+    return {
+        "status": "handover",
+        "halt_reason": "handover",
+        "success": None,
+        "handover_id": handover_id,
+        "message": "a claimed effect may or may not have reached the world: "
+        f"a person decides (handover {handover_id})",
+    }
 
 
 StoreOf = Callable[[str], StateStore]

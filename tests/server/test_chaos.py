@@ -35,6 +35,7 @@ def test_a_killed_worker_loses_no_run_and_duplicates_no_effect(
     )
     report = run_chaos(redis_url, tmp_path, plan)
     assert report["plan"]["kills"] == 1, report
+    assert report["plan"]["workers_after"] == 2  # the killed worker was started again
     assert report["runs_submitted"] == 10
     assert report["duplicated_effects"] == 0, report
     assert report["lost_effects"] == 0, report

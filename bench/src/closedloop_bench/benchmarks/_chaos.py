@@ -222,6 +222,7 @@ class _Submitted:
 class _Tally:
     submitted: list[_Submitted] = field(default_factory=list)
     kills: list[tuple[float, int]] = field(default_factory=list)  # (wall time, pid)
+    workers_after: int = 0
 
 
 def percentile(values: Sequence[float], share: float) -> float | None:
@@ -338,6 +339,10 @@ def run_chaos(store_url: str, workdir: Path, plan: ChaosPlan) -> dict[str, Any]:
                             done[old.customer] = old.session
             time.sleep(plan.submit_every_s)
         finals = [_final(dep, sub, plan.bound_s) for sub in tally.submitted]
+        deadline = time.monotonic() + plan.bound_s
+        while len(dep.workers()) < plan.workers and time.monotonic() < deadline:
+            time.sleep(0.1)  # the supervisor restarts a killed worker
+        tally.workers_after = len(dep.workers())
     return _report(plan, tally, finals, world, time.monotonic() - started)
 
 
@@ -368,6 +373,7 @@ def _report(
             "duration_s": plan.duration_s,
             "workers": plan.workers,
             "kills": len(tally.kills),
+            "workers_after": tally.workers_after,
             "takeover_after_s": plan.takeover_after_s,
             "repeat_share": plan.repeat_share,
             "seed": plan.seed,

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from closedloop._exceptions import ConfigurationError
+from closedloop._exceptions import ConfigurationError, StoreUnavailableError
 from closedloop.execution import AtomicAction, EffectClass, EffectLedger, EffectStatus
 from closedloop.feedback import HandoverQueue, MemoryStore, StateStore
 from closedloop.server import ServerSettings
@@ -136,6 +136,34 @@ def test_a_run_that_cannot_be_taken_ends_in_error_and_leaves_the_queue() -> None
         assert record is not None and record.to_dict()["status"] == "error"
         assert "the registry lost the agent" in record.to_dict()["message"]
         assert queue.acked == ["1-0"]
+
+    asyncio.run(scenario())
+
+
+class _AwayStore(MemoryStore):
+    """A store that cannot be reached."""
+
+    async def record_get(self, namespace: str, key: str) -> Any:
+        raise StoreUnavailableError("the store is away")
+
+
+def test_with_the_store_away_an_entry_stays_in_the_queue_to_be_taken_again() -> None:
+    async def scenario() -> None:
+        queue = _Queue([_entry("1-0", "ses_a/run_a")], lost=[])
+
+        async def take(_: StateStore, run: Mapping[str, Any], entry: QueuedRun) -> str:
+            raise AssertionError("nothing to take without the record")
+
+        store = _AwayStore()
+        dispatcher = Dispatcher(
+            queue,  # type: ignore[arg-type]
+            lambda scope: store,
+            take,
+            list,
+            lambda ids: None,
+        )
+        assert await dispatcher.beat() == 1
+        assert queue.acked == []  # pending still: idle, then taken again
 
     asyncio.run(scenario())
 

@@ -270,7 +270,9 @@ class Dispatcher:
         return taken
 
     async def handle(self, entry: QueuedRun) -> None:
-        """Execute (or settle) the run an entry names; an entry that cannot run is dropped."""
+        """Execute (or settle) the run an entry names. A run that cannot be taken ends in
+        error and leaves the queue; with the store away too, the entry stays pending, goes
+        idle, and is taken again after ``takeover_after_s``."""
         store = self._store_of(entry.scope)
         try:
             record = await store.record_get(RUNS, entry.key)
@@ -283,16 +285,10 @@ class Dispatcher:
         except Exception as exc:
             message = redact(f"could not run from the queue: {type(exc).__name__}: {exc}")
             _log.warning("run queue: %s %s", entry.key, message)
+            failed = {"status": "error", "halt_reason": "error", "success": False}
+            try:
+                await update_run(store, entry.key, {**failed, "message": message}, now=time.time)
+            except Exception:
+                return  # the store is away too: the entry goes idle and is taken again
             with contextlib.suppress(Exception):
-                await update_run(
-                    store,
-                    entry.key,
-                    {
-                        "status": "error",
-                        "halt_reason": "error",
-                        "success": False,
-                        "message": message,
-                    },
-                    now=time.time,
-                )
                 await self.queue.ack(entry.entry_id)

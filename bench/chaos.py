@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from closedloop_bench.benchmarks._chaos import ChaosPlan, run_chaos
+from closedloop_bench.benchmarks._chaos import ChaosPlan, chaos_row, run_chaos
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,6 +82,7 @@ def main() -> None:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     keys = ("runs_submitted", "runs_completed", "runs_taken_over", "duplicated_effects")
     print({k: report[k] for k in (*keys, "lost_effects", "lost_runs", "time_to_takeover_s")})
+    print(chaos_row(report))
     print(f"written to {args.out}")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from closedloop_bench.benchmarks._chaos import ChaosPlan, percentile, run_chaos
+from closedloop_bench.benchmarks._chaos import ChaosPlan, chaos_row, percentile, run_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -47,3 +47,5 @@ def test_a_killed_worker_loses_no_run_and_duplicates_no_effect(
     assert report["runs_taken_over"] >= 1, report
     assert report["time_to_takeover_s"]["n"] >= 1
     assert report["time_to_takeover_s"]["p95"] < 30.0
+    row = chaos_row(report)
+    assert row.startswith("| chaos: 2 workers on Redis, 1 SIGKILLs") and row.endswith("| 0 | 0 |")

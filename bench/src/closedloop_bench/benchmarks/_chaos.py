@@ -47,7 +47,7 @@ from closedloop.execution import AtomicAction, EffectClass, Reconciliation
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.server import AgentContext, AgentRegistry, ApiKeys, open_store
 
-__all__ = ["ChaosPlan", "percentile", "register", "run_chaos", "world_orders"]
+__all__ = ["ChaosPlan", "chaos_row", "percentile", "register", "run_chaos", "world_orders"]
 
 WORKER_HEADER = "X-Closedloop-Worker"
 AGENT = "chaos-orderer"
@@ -398,3 +398,17 @@ def _report(
         ],
         "wall_s": round(wall_s, 1),
     }
+
+
+def chaos_row(report: Mapping[str, Any]) -> str:
+    """The report as a row of the README's reliability table (``bench/adversarial.py``'s
+    columns: category, cases, failed, effects duplicated, state lost)."""
+    plan, took = report["plan"], report["time_to_takeover_s"]
+    minutes = round(float(plan["duration_s"]) / 60.0, 1)
+    return (
+        f"| chaos: {plan['workers']} workers on Redis, {plan['kills']} SIGKILLs in {minutes:g} "
+        f"min ({report['runs_completed']} done / {report['runs_taken_over']} taken over, "
+        f"takeover p50 {took['p50']} s / p95 {took['p95']} s) | {report['runs_submitted']} | "
+        f"{report['lost_runs']} (0) | {report['duplicated_effects']} | "
+        f"{report['lost_effects']} |"
+    )

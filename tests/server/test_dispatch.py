@@ -353,3 +353,30 @@ async def test_without_a_queue_a_pending_effect_at_recovery_waits_for_a_choice(
         await first.settle()
         await second.aclose()
         await lifespan.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("queue", "store", "expected"),
+    [
+        ("auto", "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("auto", "sqlite:///state.db", None),
+        ("auto", None, None),
+        ("none", "redis://127.0.0.1:6379/0", None),
+        ("redis://10.0.0.2:6379/1", "sqlite:///state.db", "redis://10.0.0.2:6379/1"),
+    ],
+)
+def test_serve_dispatches_through_redis_when_the_store_is_redis_or_when_told(
+    queue: str, store: str | None, expected: str | None
+) -> None:
+    from closedloop.cli._serve import _queue_url
+
+    assert _queue_url(queue, store) == expected
+
+
+def test_serve_refuses_a_queue_that_is_not_redis() -> None:
+    import typer
+
+    from closedloop.cli._serve import _queue_url
+
+    with pytest.raises(typer.BadParameter, match="'http://x' is not a redis:// URL"):
+        _queue_url("http://x", None)

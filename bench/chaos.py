@@ -57,6 +57,11 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="an existing Redis (default: start one)")
     parser.add_argument("--takeover-after", type=float, default=15.0, help="seconds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--concurrent-repeats",
+        action="store_true",
+        help="let a run repeat a key while the first run with it still executes",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "chaos.json")
     args = parser.parse_args()
     duration_s = args.minutes * 60.0
@@ -72,6 +77,7 @@ def main() -> None:
         takeover_after_s=args.takeover_after,
         bound_s=max(120.0, 4 * args.takeover_after),
         seed=args.seed,
+        concurrent_repeats=args.concurrent_repeats,
     )
     with tempfile.TemporaryDirectory(prefix="closedloop-chaos-") as scratch:
         work = Path(scratch)

@@ -194,7 +194,8 @@ class ChaosPlan:
     ``submit_every_s``); ``kills_at_s``: seconds after the start at which a worker that
     executes a run is killed; ``repeat_share``: the share of runs that repeat an earlier
     completed run's customer and idempotency key; ``delay_s``: how long the world takes
-    per effect (what makes a kill land mid-run).
+    per effect (what makes a kill land mid-run); ``concurrent_repeats``: a repeat may come
+    while the run it repeats still executes (two live claims on one idempotency key).
     """
 
     duration_s: float
@@ -207,6 +208,7 @@ class ChaosPlan:
     takeover_after_s: float = 3.0
     bound_s: float = 120.0
     seed: int = 0
+    concurrent_repeats: bool = False
 
 
 @dataclass
@@ -320,9 +322,12 @@ def run_chaos(store_url: str, workdir: Path, plan: ChaosPlan) -> dict[str, Any]:
         done: dict[str, str] = {}  # customer -> session, of first runs that completed
         n = 0
         while time.monotonic() - started < plan.duration_s and (plan.runs is None or n < plan.runs):
-            repeat = bool(done) and rng.random() < plan.repeat_share
-            customer = rng.choice(sorted(done)) if repeat else f"c{plan.seed}-{n}"
-            sub = _submit(dep, world, customer, plan, done[customer] if repeat else None)
+            pool = done
+            if plan.concurrent_repeats:
+                pool = {s.customer: s.session for s in tally.submitted if not s.repeat}
+            repeat = bool(pool) and rng.random() < plan.repeat_share
+            customer = rng.choice(sorted(pool)) if repeat else f"c{plan.seed}-{n}"
+            sub = _submit(dep, world, customer, plan, pool[customer] if repeat else None)
             if sub is not None:
                 tally.submitted.append(sub)
             n += 1
@@ -376,6 +381,7 @@ def _report(
             "workers_after": tally.workers_after,
             "takeover_after_s": plan.takeover_after_s,
             "repeat_share": plan.repeat_share,
+            "concurrent_repeats": plan.concurrent_repeats,
             "seed": plan.seed,
         },
         "runs_submitted": len(tally.submitted),

@@ -66,6 +66,20 @@ def serve(
             "needs a shared --store (sqlite:///PATH or redis://...).",
         ),
     ] = 1,
+    queue: Annotated[
+        str,
+        typer.Option(
+            help="Where runs are dispatched: a redis:// URL (a stream every worker reads; a "
+            "run whose worker dies is taken over by a live one), 'none' (each run in the "
+            "process that received it), or 'auto': the store's URL when it is Redis.",
+        ),
+    ] = "auto",
+    takeover_after: Annotated[
+        float,
+        typer.Option(
+            min=0.5, help="Seconds without a sign of life before a live worker takes a run over."
+        ),
+    ] = 15.0,
 ) -> None:
     """Serve the API and the dashboard until Ctrl-C (create a key with `closedloop keys create`)."""
     try:
@@ -79,13 +93,17 @@ def serve(
     from ..server._workers import require_shared_store, worker_environment
 
     require_shared_store(store_url(store), workers)
+    queue_url = _queue_url(queue, store_url(store))
     _check_model(model)
     _check_store(store_url(store))
     _import_agents(list(agents or []))
     with contextlib.ExitStack() as stack:
         world_url = _world_url(world, stack)
         if workers == 1:
-            _run(host, port, store, model, world_url, rate, burst, runs_dir, log_level)
+            _run(
+                host, port, store, model, world_url, rate, burst, runs_dir, log_level,
+                queue_url, takeover_after,
+            )  # fmt: skip
             return
         _run_workers(
             workers,
@@ -99,8 +117,24 @@ def serve(
                 burst=burst,
                 runs_dir=runs_dir,
                 agents=list(agents or []),
+                queue=queue_url,
+                takeover_after_s=takeover_after,
             ),
         )
+
+
+def _queue_url(queue: str, store: str | None) -> str | None:
+    """The run queue's URL: ``auto`` is the store's when the store is Redis."""
+    if queue == "none":
+        return None
+    if queue == "auto":
+        redis = store is not None and store.startswith(("redis://", "rediss://", "unix://"))
+        return store if redis else None
+    if not queue.startswith(("redis://", "rediss://", "unix://")):
+        raise typer.BadParameter(
+            f"{queue!r} is not a redis:// URL, 'auto' or 'none'", param_hint="--queue"
+        )
+    return queue
 
 
 def _check_model(model: str | None) -> None:
@@ -168,6 +202,8 @@ def _run(
     burst: int,
     runs_dir: Path | None,
     log_level: str,
+    queue: str | None = None,
+    takeover_after_s: float = 15.0,
 ) -> None:
     import uvicorn
 
@@ -179,6 +215,9 @@ def _run(
         world_url=world,
         rate_limit=RateLimit(rate_per_s=rate, burst=burst),
         runs_dir=runs_dir,
+        queue=queue,
+        takeover_after_s=takeover_after_s,
+        heartbeat_s=takeover_after_s / 5,
     )
     app = create_app(settings)
     sock = _listen(host, port)

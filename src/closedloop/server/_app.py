@@ -27,6 +27,7 @@ from ..feedback import StateStore
 from ..models import Model
 from ._auth import ApiKeys, Principal
 from ._deps import Service, authenticate, service_of
+from ._dispatch import RunQueue
 from ._handover_api import router as handover_router
 from ._http import (
     ApiError,
@@ -40,6 +41,7 @@ from ._http import (
     validation_handler,
 )
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
 from ._registry import default_registry
 from ._runs import RunManager
@@ -47,6 +49,7 @@ from ._scrubbed import ScrubbedJSONResponse
 from ._sessions import router as sessions_router
 from ._settings import ServerSettings, open_store
 from ._sse import RunHub
+from ._takeover import Dispatcher
 from ._workers import WorkerHeaderMiddleware
 
 __all__ = ["create_app"]
@@ -72,15 +75,23 @@ def _build_service(settings: ServerSettings) -> Service:
     def model() -> Model:
         return holder["service"].model()
 
-    runs = RunManager(
-        registry=registry,
-        model=model,
-        hub=hub,
-        metrics=metrics,
-        runs_dir=runs_path,
-        world_url=settings.world_url,
-        wall_clock=settings.wall_clock,
-    )
+    options: dict[str, Any] = {
+        "registry": registry,
+        "model": model,
+        "hub": hub,
+        "metrics": metrics,
+        "runs_dir": runs_path,
+        "world_url": settings.world_url,
+        "wall_clock": settings.wall_clock,
+    }
+    queue = None
+    if settings.queue is not None:
+        queue = RunQueue(
+            settings.queue,
+            takeover_after_s=settings.takeover_after_s,
+            heartbeat_s=settings.heartbeat_s,
+        )
+    runs = RunManager(**options) if queue is None else QueuedRunManager(queue, **options)
     service = Service(
         settings=settings,
         store=store,
@@ -94,6 +105,10 @@ def _build_service(settings: ServerSettings) -> Service:
         _model=settings.model if isinstance(settings.model, Model) else None,
     )
     holder["service"] = service
+    if isinstance(runs, QueuedRunManager):
+        service.dispatcher = Dispatcher(
+            runs.queue, service.store_of, runs.take, runs.held_entries, runs.lose
+        )
     return service
 
 
@@ -119,6 +134,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             if settings.gc_interval_s is not None
             else None
         )
+        if service.dispatcher is not None:
+            await service.dispatcher.start()
         try:
             yield
         finally:
@@ -126,7 +143,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                 gc_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await gc_task
+            if service.dispatcher is not None:
+                await service.dispatcher.stop()
             await service.runs.shutdown(settings.shutdown_timeout_s)
+            if service.runs.queue is not None:
+                await service.runs.queue.close()
             if service.owns_store:
                 await service.store.close()
 

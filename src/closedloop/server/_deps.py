@@ -18,6 +18,7 @@ from ._runs import RUNS, RunManager
 from ._scoped import ScopedStore
 from ._settings import ServerSettings
 from ._sse import RunHub
+from ._takeover import Dispatcher
 
 __all__ = ["SESSIONS", "Service", "authenticate", "expired", "service_of"]
 
@@ -45,10 +46,15 @@ class Service:
     hub: RunHub
     runs: RunManager
     _model: Model | None = field(default=None, repr=False)
+    dispatcher: Dispatcher | None = None
 
     def scoped(self, principal: Principal) -> ScopedStore:
         """The caller's own view of the store."""
         return ScopedStore(self.store, principal.scope)
+
+    def store_of(self, scope: str) -> StateStore:
+        """The view of the store a key scope has (the shared store for ``""``)."""
+        return ScopedStore(self.store, scope) if scope else self.store
 
     def model(self) -> Model:
         """The model agents run on (loaded once, at the first run)."""

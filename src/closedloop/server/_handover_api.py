@@ -22,8 +22,9 @@ from ._auth import Principal
 from ._deps import Service, authenticate, service_of
 from ._http import ApiError
 from ._runs import RUNS, run_key_of
-from ._schemas import DecisionBody, EditBody
+from ._schemas import ChoiceBody, DecisionBody, EditBody
 from ._sessions import run_view
+from ._takeover import CHOICES, apply_choice, end_task, is_pending_effect
 
 __all__ = ["router"]
 
@@ -125,6 +126,13 @@ async def _decide(
     item = await _item(store, handover_id)
     if item.status.decided:
         raise ApiError(409, "already_decided", f"the handover was already {item.status.value}")
+    if is_pending_effect(item):
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"decision {decision.value!r}: this handover is a pending effect; POST "
+            f".../choose with a choice of {', '.join(CHOICES)}",
+        )
     if edits is not None:
         _check_edits(item, edits)
     try:
@@ -180,3 +188,62 @@ async def reject(
     """Reject: the task ends, recorded as a handover without success."""
     note = body.note if body is not None else ""
     return await _decide(service, principal, handover_id, HandoverDecision.REJECT, note)
+
+
+@router.post("/{handover_id:path}/choose")
+async def choose(
+    handover_id: str, body: ChoiceBody, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """On a pending effect: ``mark_applied`` (it reached the world; ``result`` is what it
+    returned), ``retry`` (it did not; run it again) or ``abandon`` (end the run)."""
+    if body.choice not in CHOICES:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"choice {body.choice!r} is not one of {', '.join(CHOICES)}",
+        )
+    store = service.scoped(principal)
+    item = await _item(store, handover_id)
+    if not is_pending_effect(item):
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"choice {body.choice!r}: this handover is not a pending effect; approve, edit "
+            "or reject it",
+        )
+    if item.status.decided:
+        raise ApiError(409, "already_decided", f"the handover was already {item.status.value}")
+    abandon = body.choice == "abandon"
+    try:
+        item = await HandoverQueue(store).decide(
+            handover_id,
+            HandoverDecision.REJECT if abandon else HandoverDecision.EDIT,
+            edits=None if abandon else {"choice": body.choice, "result": body.result},
+            note=body.note,
+            decided_by=principal.name,
+        )
+    except StaleStateError:
+        raise ApiError(409, "already_decided", "the handover was decided by someone else") from None
+    service.metrics.handovers.labels(item.status.value).inc()
+    settled = await apply_choice(store, item, body.choice, body.result, principal.name)
+    key = run_key_of(item.session_id)
+    record = None if key is None else await store.record_get(RUNS, key)
+    run: dict[str, Any] | None = None
+    if record is not None:
+        if abandon:
+            await end_task(store, str(item.session_id))
+            await service.runs.update(
+                store,
+                record.key,
+                {
+                    "status": "done",
+                    "halt_reason": "handover",
+                    "success": False,
+                    "message": f"abandoned by {principal.name}: the effect may have been applied",
+                },
+            )
+        else:
+            await service.runs.release(store, record.to_dict())
+        latest = await store.record_get(RUNS, record.key)
+        run = None if latest is None else run_view(latest.to_dict())
+    return {"handover": {**_detail(item), "choice": body.choice, "settled": settled}, "run": run}

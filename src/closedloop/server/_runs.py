@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, ReconciliationRequiredError
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
 from ..feedback import Record, StateStore
 from ..feedback._handover import redact
 from ..models import MeteredModel, Model
+from ._dispatch import RunQueue
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
 from ._run_records import (
@@ -42,6 +43,7 @@ from ._run_records import (
     update_run,
 )
 from ._sse import RunHub, TraceTail, step_event
+from ._takeover import hand_over_pending_effect
 from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
@@ -104,6 +106,7 @@ class RunManager:
         self._clock = clock
         self._wall = wall_clock
         self._local: dict[str, _Local] = {}
+        self.queue: RunQueue | None = None  # set when runs are dispatched through a queue
 
     def __repr__(self) -> str:
         return f"RunManager(local_runs={len(self._local)})"
@@ -205,6 +208,8 @@ class RunManager:
             task_id=task_id,
         )
         key = run_key(session_id, run_id)
+        if await self._enqueue(store, key, record, hub_sink):
+            return record
         await store.record_put(RUNS, key, record, expected_version=0)
         if idempotency_key is not None:
             # The record first, then the key: a key always names a run that can be read.
@@ -241,10 +246,39 @@ class RunManager:
         this works in any process); the steps before the freeze seed the event channel so
         event numbers continue.
         """
+        queued = {"status": "running", "handover_id": handover_id}
+        if await self._requeue(store, run_key(str(run["session_id"]), str(run["id"])), queued):
+            return
         key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=False)
         await self.update(store, key, {"status": "running", "handover_id": handover_id})
         self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id)
         self.metrics.runs_started.labels(str(run["agent"]), "resume").inc()
+
+    async def release(self, store: StateStore, run: Mapping[str, Any]) -> None:
+        """Continue a run from its task state once a person settled its pending effect."""
+        key = run_key(str(run["session_id"]), str(run["id"]))
+        changes = {"status": "running", "handover_id": None}
+        if not await self._requeue(store, key, changes):
+            await self.recover(store, await self.update(store, key, changes))
+
+    # --- where a run executes: here (a queue overrides these) ---------------------------
+
+    async def _enqueue(
+        self, store: StateStore, key: str, record: dict[str, Any], hub_sink: _HubSink
+    ) -> bool:
+        """Hand a new run to a queue instead of executing it here (False: no queue)."""
+        return False
+
+    async def _requeue(self, store: StateStore, key: str, changes: Mapping[str, Any]) -> bool:
+        """Hand a run that goes on to a queue with ``changes`` (False: no queue)."""
+        return False
+
+    def _fenced(self, local_key: str) -> bool:
+        """Whether another worker took the run over (this one must not write its record)."""
+        return False
+
+    async def _finished(self, local_key: str) -> None:
+        """The run's asyncio task ended here."""
 
     def executes_here(self, store: StateStore, key: str) -> bool:
         """Whether this process runs the asyncio task of run ``key``."""
@@ -330,14 +364,22 @@ class RunManager:
         try:
             try:
                 result = await self._drive(agent, task, ctx, sink, local, handover_id, recover)
+            except ReconciliationRequiredError as exc:
+                if not recover:
+                    raise
+                await self._hand_over_pending(store, key, agent_name, task, str(exc))
+                return
             finally:
                 close = getattr(agent, "aclose", None)
                 if not isinstance(agent, Agent) and callable(close):
                     with contextlib.suppress(Exception):
                         await close()
-            await self._record_result(store, key, agent_name, result, metered, started)
+            if not self._fenced(local_key):
+                await self._record_result(store, key, agent_name, result, metered, started)
         except asyncio.CancelledError:
             why = "cancelled on request" if local.cancel.is_set() else "server shutdown"
+            if self._fenced(local_key):
+                return  # the run is another worker's now: it writes the record
             with contextlib.suppress(Exception):
                 await asyncio.shield(
                     self.update(
@@ -358,6 +400,8 @@ class RunManager:
             message = redact(f"{type(exc).__name__}: {exc}")
             _log.warning("run %s ended by an error: %s", run_id, message)
             self.metrics.runs_finished.labels(agent_name, "error", "false").inc()
+            if self._fenced(local_key):
+                return  # the run is another worker's now: it writes the record
             with contextlib.suppress(Exception):
                 await self.update(
                     store,
@@ -373,6 +417,18 @@ class RunManager:
         finally:
             self.metrics.runs_active.dec()
             self.hub.close(local_key)
+            await self._finished(local_key)
+
+    async def _hand_over_pending(
+        self, store: StateStore, key: str, agent_name: str, task: Any, reason: str
+    ) -> None:
+        """A pending effect nothing can settle: a handover item for a person to choose."""
+        record = await store.record_get(RUNS, key)
+        run = {} if record is None else record.to_dict()
+        task_id = str(getattr(task, "task_id", None) or run.get("task_id") or run.get("id"))
+        await self.update(store, key, await hand_over_pending_effect(store, run, task_id, reason))
+        self.metrics.handovers.labels("created").inc()
+        _log.info("run %s: pending effect handed over (%s)", key.split("/", 1)[1], agent_name)
 
     async def _drive(
         self,

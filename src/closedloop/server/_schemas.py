@@ -76,6 +76,15 @@ class DecisionBody(_Body):
     note: _Text = ""
 
 
+class ChoiceBody(_Body):
+    """``POST /v1/handovers/{id}/choose``: the choice on a pending effect, a note, and for
+    ``mark_applied`` the result the effect had in the world (if known)."""
+
+    choice: Annotated[str, StringConstraints(max_length=64)]
+    note: _Text = ""
+    result: Any = None
+
+
 class EditBody(_Body):
     """``POST /v1/handovers/{id}/edit``: the changes, then the task resumes.
 

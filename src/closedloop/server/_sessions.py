@@ -374,6 +374,13 @@ async def recover_run(
         raise ApiError(409, "not_running", f"the run is {run.get('status')}, not running")
     if service.runs.executes_here(store, record.key):
         raise ApiError(409, "running_here", "the run is executing in this worker")
+    if service.runs.queue is not None:
+        raise ApiError(
+            409,
+            "dispatched",
+            "runs go through the run queue: a live worker takes a run over from one that "
+            f"stopped within {service.runs.queue.takeover_after_s:g} s",
+        )
     try:
         await service.runs.recover(store, run)
     except ConfigurationError as exc:

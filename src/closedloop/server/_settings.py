@@ -59,6 +59,10 @@ class ServerSettings:
     spec; loaded at the first run). ``registry``: the agents (default: the process-wide
     ``default_registry()``). ``world_url``: the world the reference agents call.
     ``clock`` drives the rate limiter and ``wall_clock`` stamps records: both injectable.
+    ``queue``: a Redis URL to dispatch runs through (a stream and consumer group that
+    every worker reads; a run whose worker dies is taken over by a live one after
+    ``takeover_after_s`` without a ``heartbeat_s`` sign of life); None runs each run in
+    the process that received it.
     """
 
     store: StateStore | str | None = None
@@ -77,8 +81,22 @@ class ServerSettings:
     metrics_registry: CollectorRegistry | None = None
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
+    queue: str | None = None
+    takeover_after_s: float = 15.0
+    heartbeat_s: float = 3.0
 
     def __post_init__(self) -> None:
+        if self.queue is not None and not (
+            isinstance(self.queue, str)
+            and self.queue.startswith(("redis://", "rediss://", "unix://"))
+        ):
+            raise ConfigurationError("queue", self.queue, "must be a redis:// URL or None")
+        require_positive("takeover_after_s", self.takeover_after_s)
+        require_positive("heartbeat_s", self.heartbeat_s)
+        if self.heartbeat_s >= self.takeover_after_s:
+            raise ConfigurationError(
+                "heartbeat_s", self.heartbeat_s, "must be shorter than takeover_after_s"
+            )
         require_int_at_least("max_body_bytes", self.max_body_bytes, 1024)
         if self.session_ttl_s is not None:
             require_positive("session_ttl_s", self.session_ttl_s)

@@ -62,6 +62,8 @@ def worker_environment(
     burst: int,
     runs_dir: Path | None,
     agents: Sequence[str],
+    queue: str | None = None,
+    takeover_after_s: float = 15.0,
 ) -> dict[str, str]:
     """The environment a worker builds its app from (see :func:`app_from_environment`)."""
     settings = {
@@ -72,6 +74,8 @@ def worker_environment(
         "burst": burst,
         "runs_dir": None if runs_dir is None else str(runs_dir),
         "agents": list(agents),
+        "queue": queue,
+        "takeover_after_s": takeover_after_s,
     }
     return {SETTINGS_ENV: json.dumps(settings)}
 
@@ -104,6 +108,7 @@ def app_from_environment() -> Any:
         raise ConfigurationError(SETTINGS_ENV, raw, f"is not JSON: {exc}") from None
     import_agent_hooks(settings.get("agents") or ())
     runs_dir = settings.get("runs_dir")
+    after = float(settings.get("takeover_after_s", 15.0))
     return create_app(
         ServerSettings(
             store=settings.get("store"),
@@ -114,6 +119,9 @@ def app_from_environment() -> Any:
                 burst=int(settings.get("burst", 40)),
             ),
             runs_dir=None if runs_dir is None else Path(runs_dir),
+            queue=settings.get("queue"),
+            takeover_after_s=after,
+            heartbeat_s=after / 5,
         )
     )
 

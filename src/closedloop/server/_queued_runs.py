@@ -18,7 +18,7 @@ from .._exceptions import ConfigurationError
 from ..feedback import StateStore
 from ..feedback._handover import redact
 from ._dispatch import QueuedRun, RunQueue
-from ._run_records import RUNS, run_key, store_scope
+from ._run_records import run_key, store_scope
 from ._runs import RunManager, _HubSink, _log
 from ._takeover import next_move
 
@@ -34,12 +34,12 @@ class QueuedRunManager(RunManager):
         self._entries: dict[str, str] = {}  # local run key -> the queue entry it executes
         self._lost: set[str] = set()  # entries another worker took over: fenced out
 
+    def _dispatches(self) -> bool:
+        return True
+
     async def _enqueue(
         self, store: StateStore, key: str, record: dict[str, Any], hub_sink: _HubSink
     ) -> bool:
-        hub_sink.discard()  # the worker that reads the entry builds the run again
-        record["worker"] = None  # none yet: the first worker to read the entry
-        await store.record_put(RUNS, key, record, expected_version=0)
         await self.queue.submit(store_scope(store), key)
         return True
 

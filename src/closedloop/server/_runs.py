@@ -208,8 +208,10 @@ class RunManager:
             task_id=task_id,
         )
         key = run_key(session_id, run_id)
-        if await self._enqueue(store, key, record, hub_sink):
-            return record
+        queued = self._dispatches()
+        if queued:
+            hub_sink.discard()  # the worker that reads the queue entry builds the run again
+            record["worker"] = None  # none yet: the first worker to read the entry
         await store.record_put(RUNS, key, record, expected_version=0)
         if idempotency_key is not None:
             # The record first, then the key: a key always names a run that can be read.
@@ -223,6 +225,9 @@ class RunManager:
             if first is not None:  # another request with this key got there first
                 await self._unstart(store, key, agent, hub_sink)
                 return first, False
+        if queued:  # recorded and its key held: now a worker may take it
+            await self._enqueue(store, key, record, hub_sink)
+            return record, True
         self._spawn(store, key, agent, task, ctx, metered, handover_id=None)
         self.metrics.runs_started.labels(agent_name, "start").inc()
         return record, True
@@ -263,10 +268,15 @@ class RunManager:
 
     # --- where a run executes: here (a queue overrides these) ---------------------------
 
+    def _dispatches(self) -> bool:
+        """Whether new runs go to a queue instead of executing here."""
+        return False
+
     async def _enqueue(
         self, store: StateStore, key: str, record: dict[str, Any], hub_sink: _HubSink
     ) -> bool:
-        """Hand a new run to a queue instead of executing it here (False: no queue)."""
+        """Hand a new, recorded run to a queue instead of executing it here (False: no
+        queue)."""
         return False
 
     async def _requeue(self, store: StateStore, key: str, changes: Mapping[str, Any]) -> bool:

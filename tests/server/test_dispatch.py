@@ -240,7 +240,8 @@ def test_a_choice_on_a_pending_effect_is_written_to_the_ledger(
         audit = await pending_effect_audit(store, "task_a", run, "no reconciler")
         assert audit["choices"] == dict(CHOICES)
         (effect,) = audit["pending_effects"]
-        assert effect["idempotency_key"] == key and effect["claimed_by"] == 4242
+        # the ledger names its claimant; the run's worker only stands in for an old entry
+        assert effect["idempotency_key"] == key and effect["claimed_by"] == ledger.owner
         assert effect["arguments"] == {"customer": "c1"} and effect["tool"] == "place_order"
         queue = HandoverQueue(store)
         item = await queue.get(await queue.submit("task_a", "run_a", audit))

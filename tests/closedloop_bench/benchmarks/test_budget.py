@@ -33,8 +33,10 @@ def test_the_verdict_reads_the_loop_against_the_best_fixed_setting() -> None:
     assert cheap["requests_share_of_best"] == pytest.approx(0.6)
     dear = _verdict(point("loop", 0.6, 9.0, 4.0), fixed)
     assert not dear["target_met"] and dear["how"] == "neither"
-    better = _verdict(point("loop", 0.7, 2.0, 1.0), fixed)
+    better = _verdict(point("loop", 0.75, 2.0, 1.0), fixed)  # interval from 0.65 > 0.6
     assert better["target_met"] and better["how"].startswith("more success")
+    short_of_the_jump = _verdict(point("loop", 0.7, 9.6, 1.0), fixed)  # 10.0 is within 5 %
+    assert not short_of_the_jump["target_met"]
 
 
 async def test_a_sweep_runs_every_fixed_point_and_each_adaptive_row(sleep: FakeSleep) -> None:

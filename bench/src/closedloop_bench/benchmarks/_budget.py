@@ -5,7 +5,8 @@ same episodes (same tasks, same fault seeds) as one point: success with its 95 %
 against requests and latency per episode. The points no other point beats on success at
 no more requests form the frontier; each adaptive strategy is then read against it: does
 it reach the best fixed success at no more than 70 % of that setting's requests and
-latency, or more success at equal cost?
+latency, or more success at equal cost (its 95 % interval above every fixed setting within
+5 % of its requests or cheaper)?
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ __all__ = ["BudgetPoint", "budget_frontier", "run_budget_sweep"]
 
 COST_SHARE = 0.7
 """The share of the best fixed setting's requests and latency the loop must stay under."""
+
+EQUAL_COST = 1.05
+"""Requests within 5 % of the loop's count as equal cost."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,9 +92,11 @@ def _verdict(adaptive: BudgetPoint, fixed: Sequence[BudgetPoint]) -> dict[str, A
         and adaptive.requests <= COST_SHARE * best.requests
         and adaptive.latency_s <= COST_SHARE * best.latency_s
     )
-    # "More success at equal cost": above every fixed setting that costs no more.
-    same_cost = [p for p in fixed if p.requests <= adaptive.requests]
-    better = bool(same_cost) and adaptive.success > max(p.success for p in same_cost)
+    # "More success at equal cost": the loop's 95 % interval above the success of every
+    # fixed setting that costs no more than 5 % over the loop (a frontier that jumps just
+    # past the loop's cost is not beaten by staying short of the jump).
+    same_cost = [p for p in fixed if p.requests <= EQUAL_COST * adaptive.requests]
+    better = bool(same_cost) and adaptive.ci_low > max(p.success for p in same_cost)
     return {
         "strategy": adaptive.strategy,
         "best_fixed": best.as_dict(),
@@ -100,7 +106,7 @@ def _verdict(adaptive: BudgetPoint, fixed: Sequence[BudgetPoint]) -> dict[str, A
         "target_met": cheaper or better,
         "how": "best success at <= 70 % of its requests and latency"
         if cheaper
-        else "more success than any fixed setting that costs no more"
+        else "more success (its 95 % interval) than any fixed setting of equal or lower cost"
         if better
         else "neither",
     }

@@ -265,7 +265,8 @@ def _submit(
                 started = deployment.call(
                     "POST", f"/v1/sessions/{session}/runs", json=body, headers=key
                 )
-                if started.status_code != 202:
+                # 202: a new run; 200: a repeated key, answered with the run it started.
+                if started.status_code not in (200, 202):
                     raise RuntimeError(f"run refused: {started.status_code} {started.text}")
                 run = str(started.json()["id"])
             return _Submitted(session, run, customer, repeat, time.time())

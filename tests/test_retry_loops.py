@@ -27,6 +27,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("server/_app.py", "_gc_loop"): "not a retry: the periodic garbage collection of sessions",
     ("server/_sse.py", "stream_run"): "not a retry: the event stream polls a run until it ends",
+    ("server/_takeover.py", "_consume"): (
+        "not a retry: a worker reads the run queue for as long as it serves"
+    ),
+    ("server/_takeover.py", "_maintain"): (
+        "not a retry: the heartbeat that keeps this worker's queue entries its own"
+    ),
 }
 """Loops of a retry's shape that are something else: (module, function) -> why."""
 

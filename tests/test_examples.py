@@ -46,6 +46,12 @@ KEY_LINES: dict[str, tuple[str, ...]] = {
         "halt: final",
         "answer: 42",
     ),
+    "mcp_agent.py": (
+        "tool forecast: recomputable",
+        "tool book_umbrella: once",
+        "forecast: empty []",
+        "halt: final",
+    ),
     "refine_own_tasks.py": (
         "mine/clamp: 3 checks, scores 0.67, 1.00",
         "  round 2 was told (light): A3: clamp(11, 0, 10) returned 11, expected 10",
@@ -56,8 +62,18 @@ KEY_LINES: dict[str, tuple[str, ...]] = {
 }
 
 
+SERVERS = {"mcp_weather_server.py": "the MCP server mcp_agent.py starts; it waits on stdin"}
+"""Scripts in examples/ that other examples start, not run on their own: name -> why."""
+
+
 def _examples() -> list[Path]:
-    return sorted(EXAMPLES.glob("*.py"))
+    return sorted(p for p in EXAMPLES.glob("*.py") if p.name not in SERVERS)
+
+
+def test_every_server_script_is_started_by_an_example() -> None:
+    for name in SERVERS:
+        assert (EXAMPLES / name).is_file(), name
+        assert any(name in p.read_text(encoding="utf-8") for p in _examples()), name
 
 
 def test_the_examples_are_found() -> None:

@@ -186,7 +186,7 @@ def test_a_run_whose_worker_was_killed_is_taken_over_and_its_effect_applied_once
 def test_a_pending_effect_without_a_reconciler_waits_for_a_persons_choice(
     deployment: Deployment, tmp_path: Path
 ) -> None:
-    path, session, victim, world, customer = _start_held_run(deployment, "blind-orderer", tmp_path)
+    path, session, _victim, world, customer = _start_held_run(deployment, "blind-orderer", tmp_path)
     waiting = deployment.poll("GET", path, lambda r: r.json()["status"] != "running").json()
     assert waiting["status"] == "handover" and waiting["handover_id"], waiting
     handover = f"/v1/handovers/{waiting['handover_id']}"
@@ -197,7 +197,9 @@ def test_a_pending_effect_without_a_reconciler_waits_for_a_persons_choice(
     (effect,) = audit["pending_effects"]
     assert (effect["tool"], effect["arguments"]) == ("place_order", {"customer": customer})
     assert effect["idempotency_key"].startswith(waiting["task_id"] or waiting["id"])
-    assert effect["claimed_by"] == victim and isinstance(effect["claimed_at"], float)
+    # the ledger names its claimant (the run's task-state session), not only a pid
+    assert effect["claimed_by"] == waiting["agent_session"]
+    assert isinstance(effect["claimed_at"], float)
     assert "may have been applied" in effect["world"]
     listed = deployment.call("GET", "/v1/handovers").json()["handovers"]
     assert [h["id"] for h in listed] == [waiting["handover_id"]]

@@ -93,6 +93,8 @@ class ApiRig:
     async def _own(self, who: str) -> dict[str, str]:
         assert self.client is not None
         made = await self.client.post("/v1/sessions", json={}, headers=self.headers(who))
+        if made.status_code != 201:
+            raise RuntimeError(f"{who}'s session was refused: {made.status_code} {made.text}")
         sid = str(made.json()["id"])
         run = await self.client.post(
             f"/v1/sessions/{sid}/runs",

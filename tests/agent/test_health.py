@@ -10,10 +10,7 @@ from closedloop.agent._health import ToolHealth
 from closedloop.perception import Observation
 
 from .conftest import FakeClock, call, final, make_agent, scripted
-
-
-def http_503() -> Observation:
-    return Observation.failed("HTTP 503", source="lookup", meaning="lookup answered 503")
+from .test_read_retry import http_error
 
 
 class Down:
@@ -25,7 +22,7 @@ class Down:
     async def lookup(self, city: str) -> Observation:
         """Look a city up."""
         self.calls += 1
-        return http_503()
+        return http_error(503)
 
 
 async def test_a_tool_that_keeps_failing_is_not_called_once_its_breaker_opens(

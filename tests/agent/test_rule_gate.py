@@ -10,24 +10,7 @@ from closedloop.decision import RULE_ACTIONS, RuleGate
 from closedloop.perception import Observation
 
 from .conftest import FakeClock, call, final, make_agent, scripted
-
-
-class Flaky:
-    """A read whose answers are scripted: each call takes the next one."""
-
-    def __init__(self, *answers: Observation) -> None:
-        self.answers = list(answers)
-        self.calls = 0
-
-    async def lookup(self, city: str) -> Observation:
-        """Look a city up."""
-        answer = self.answers[min(self.calls, len(self.answers) - 1)]
-        self.calls += 1
-        return answer
-
-
-def ok() -> Observation:
-    return Observation.ok({"city": "Paris", "temp_c": 21}, source="lookup")
+from .test_read_retry import Flaky, http_error, ok
 
 
 def limited(after: float | None = 2.0) -> Observation:
@@ -35,7 +18,7 @@ def limited(after: float | None = 2.0) -> Observation:
 
 
 def http_503() -> Observation:
-    return Observation.failed("HTTP 503", source="lookup", meaning="lookup answered 503")
+    return http_error(503)
 
 
 DEFAULT_GATE = RuleGate()

@@ -11,12 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from closedloop import ConfigurationError
+from closedloop.agent import StepRecord
 from closedloop_bench.benchmarks._warnings import (
     CusumLatency,
     EsoThreshold,
     Onset,
     Score,
     StepSignal,
+    TraceCollector,
     onsets_from_changes,
     score_detector,
 )
@@ -120,6 +122,47 @@ def test_the_cusum_sums_slow_steps_and_ignores_one_jitter() -> None:
     t = [sum(jitter[: i + 1]) for i in range(len(jitter))]
     assert not any(detector.alarms(steps(*[(t[i], d, False, 0.0) for i, d in enumerate(jitter)])))
     assert detector.k == pytest.approx(math.log(1.5))
+
+
+def record(step: int, t_s: float, error: float = 0.0) -> StepRecord:
+    return StepRecord(
+        run_id="r",
+        task_id="t",
+        step=step,
+        t_s=t_s,
+        phase="act",
+        mode="react",
+        step_type="cities",
+        error=error,
+        control=0.0,
+        quality=1.0 - error,
+        f_est=0.0,
+        protocol="normal",
+    )
+
+
+async def test_steps_are_timed_on_the_worlds_clock_so_an_onset_in_the_last_step_counts() -> None:
+    # The run's clock starts 0.3 s after the world's reset; the onset (world time 1.25 s)
+    # is inside the last step, which ends at 1.0 s on the run's clock but 1.3 s on the world's.
+    world_now = iter([0.6, 1.3])
+    collector = TraceCollector(clock=lambda: next(world_now))
+    await collector.write(record(0, 0.3))
+    await collector.write(record(1, 1.0, error=1.0))
+    onsets = onsets_from_changes([change("shop", 1.25, "healthy", "degraded")], 1.3)
+    on_run_clock = Score()
+    score_detector(
+        on_run_clock,
+        [StepSignal(r.t_s, 0.0, r.error, r.error >= 1.0, 0.0) for r in collector.records],
+        onsets,
+        [False, False],
+    )
+    assert on_run_clock.onsets == 0  # the bug the shared clock removes
+    on_world_clock = Score()
+    signals = collector.signals()
+    assert [s.t_s for s in signals] == [0.6, 1.3]
+    assert [s.duration_s for s in signals] == pytest.approx([0.6, 0.7])
+    score_detector(on_world_clock, signals, onsets, [False, False])
+    assert on_world_clock.onsets == 1 and on_world_clock.with_failure == 1
 
 
 def test_the_command_writes_the_report_and_uses_the_options_given(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from closedloop.agent._trace import to_json_text
 from closedloop.models import Model
 
 from ..reference import ReferenceTask, load_tasks
+from ..world import World
 from ._demo_rows import (
     ROW_LABELS,
     TOOL_STRATEGIES,
@@ -177,7 +178,7 @@ async def run_agent_demo(
     )
     traces: dict[EpisodeJob, MemoryTrace] = {}
 
-    def trace_for(job: EpisodeJob) -> MemoryTrace | None:
+    def trace_for(job: EpisodeJob, _world: World) -> MemoryTrace | None:
         if job.strategy != WORLD_STRATEGIES["closed"]:
             return None
         traces[job] = MemoryTrace()

@@ -34,7 +34,7 @@ from closedloop.feedback import MemoryStore
 from closedloop.models import MeteredModel
 
 from ..reference import Answer, ReferenceTask, WorldTools, check, load_tasks, load_world_tasks
-from ..world import load_profile
+from ..world import World, load_profile
 from ._models import ModelSource, model_source
 from ._oracle import fault_summary, handover_justified, oracle_verdict
 from ._report import EpisodeResult
@@ -243,7 +243,8 @@ class AsyncioExecutor:
         return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
-TraceFactory = Callable[[EpisodeJob], TraceSink | None]
+TraceFactory = Callable[[EpisodeJob, World], TraceSink | None]
+"""Gives a job a trace sink; it gets the episode's world too, whose clock times its logs."""
 
 
 @dataclass(slots=True)
@@ -299,7 +300,7 @@ class EpisodeRunner:
                     limits=self.limits(task),
                     store=store,
                     sleep=self.sleep,
-                    trace=None if self.traces is None else self.traces(job),
+                    trace=None if self.traces is None else self.traces(job, lease.world),
                     test_model=self.source.deterministic,
                 )
                 started = self.timer()

@@ -26,9 +26,8 @@ Two detectors, fed only what the loop itself measures:
   ``S ≥ h``; a degraded service answers slower, and the retries the loop absorbs take
   time, before a step fails: neither shows in step quality.
 
-Step times come from the trace and onset times from the world's log, both counted from
-the episode's start: they differ by the few milliseconds between the world's reset and
-the run's first step.
+Onset times come from the world's log and step times from the moment each step's record
+reaches the trace, read on the same world clock (counted from the world's reset).
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_finite, require_non_negative
 from closedloop.agent import RunResult, StepRecord
 
+from ..world import World
 from ._models import ModelSource
 from ._report import EpisodeResult
 from ._runner import EpisodeJob, FaultsConfig, make_runner, plan_jobs, run_jobs
@@ -98,24 +98,33 @@ class Onset:
     end_s: float
 
 
-def signals_from_records(records: Iterable[StepRecord]) -> list[StepSignal]:
+def signals_from_records(
+    records: Iterable[StepRecord], ended_s: Sequence[float] | None = None
+) -> list[StepSignal]:
     """The step signals of a trace: ``failed`` if its error is 1 (its outcome failed after
     the loop's retries), ``faulted`` if it retried a failed request (not an empty answer's
-    re-check)."""
+    re-check). ``ended_s`` gives each step's end on another clock (the world's, so that
+    steps and onsets share one time base); by default the trace's own ``t_s``."""
     out: list[StepSignal] = []
     previous = 0.0
-    for record in records:
+    records = list(records)
+    if ended_s is not None and len(ended_s) != len(records):
+        raise ConfigurationError(
+            "ended_s", len(ended_s), f"needs one time per record ({len(records)})"
+        )
+    for n, record in enumerate(records):
+        t_s = record.t_s if ended_s is None else ended_s[n]
         out.append(
             StepSignal(
-                t_s=record.t_s,
-                duration_s=max(0.0, record.t_s - previous),
+                t_s=t_s,
+                duration_s=max(0.0, t_s - previous),
                 error=record.error,
                 failed=record.error >= FAILED_ERROR,
                 f_est=record.f_est,
                 faulted=any(r.get("status") != "empty" for r in record.retries),
             )
         )
-        previous = record.t_s
+        previous = t_s
     return out
 
 
@@ -277,13 +286,23 @@ def score_detector(
 
 
 class TraceCollector:
-    """A trace sink that keeps the step records of one episode in memory."""
+    """A trace sink that keeps the step records of one episode in memory, each with the
+    time it arrived on ``clock`` (the world's, when given: the run's own clock starts a
+    little after the world's reset, and an onset in the last step would otherwise fall
+    after every step)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.records: list[StepRecord] = []
+        self.arrived_s: list[float] = []
+        self._clock = clock
 
     async def write(self, record: StepRecord) -> None:
         self.records.append(record)
+        self.arrived_s.append(record.t_s if self._clock is None else self._clock())
+
+    def signals(self) -> list[StepSignal]:
+        """The episode's step signals, timed on the collector's clock."""
+        return signals_from_records(self.records, self.arrived_s)
 
     async def close(self, result: RunResult) -> None:
         return None
@@ -336,8 +355,8 @@ async def run_warnings(
         )
     collectors: dict[tuple[str, str, int, str], TraceCollector] = {}
 
-    def traces(job: EpisodeJob) -> TraceCollector:
-        collector = TraceCollector()
+    def traces(job: EpisodeJob, world: World) -> TraceCollector:
+        collector = TraceCollector(clock=world.elapsed)
         collectors[_key(job.profile, job.task_id, job.repetition, job.strategy)] = collector
         return collector
 
@@ -359,7 +378,7 @@ async def run_warnings(
     overall = {cell: Score() for cell in cells}
     for row in rows:
         collector = collectors.get(_key(row.profile, row.task_id, row.repetition, row.strategy))
-        steps = signals_from_records(collector.records if collector is not None else ())
+        steps = collector.signals() if collector is not None else []
         end_s = steps[-1].t_s if steps else 0.0
         onsets = onsets_from_changes(row.regime_changes, end_s)
         for detector in detectors:

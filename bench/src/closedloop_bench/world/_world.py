@@ -220,6 +220,10 @@ class World:
         """Every injected fault since the last reset, in order; optionally filtered."""
         return self.recorder.faults(endpoint, kind)
 
+    def elapsed(self) -> float:
+        """Seconds on the world's clock since the last reset: the time base of its logs."""
+        return self.recorder.elapsed()
+
     def regime_changes(self) -> tuple[RegimeChange, ...]:
         """Ground truth of a profile with regimes: every regime change a request met since
         the last reset (which service, at which of its requests, when, from → to)."""

@@ -11,6 +11,7 @@ from closedloop.agent import (
     PlanExecute,
     PlanReview,
     ReviewRequest,
+    RequiredField,
     ReviewVerdict,
     RunLimits,
     Task,
@@ -52,6 +53,41 @@ async def test_plan_execute_calls_the_model_only_to_plan_and_to_answer() -> None
     state = TaskState.model_validate((await store.get("p1")).to_dict())
     assert state.plan_version == 1 and state.cursor == 2
     assert [s.status for s in state.plan] == ["done", "done"]
+
+
+@tool(fills={"total": ""})
+def total_of(a: float, b: float) -> float:
+    """The total of two numbers."""
+    return a + b
+
+
+async def test_a_plan_whose_last_step_completes_the_task_ends_without_a_final_call() -> None:
+    model = scripted(
+        _plan(("add", {"a": 1, "b": 2}), ("total_of", {"a": 3, "b": 4})), final("never asked")
+    )
+    agent, _ = make_agent(model, [add, total_of], mode="plan_execute")
+    task = Task(
+        prompt="1+2, then 3+4", required_fields=[RequiredField(name="total", source="total_of")]
+    )
+    result = await agent.run(task)
+    assert len(model.calls) == 1  # the plan; the predicate holds after its last step
+    assert result.halt_reason is HaltReason.FINAL and result.success and result.answer == "7.0"
+    assert [r.phase for r in result.steps] == ["planning", "executing", "executing"]
+
+
+async def test_a_plan_step_that_completes_the_fields_early_does_not_cut_the_plan_short() -> None:
+    model = scripted(
+        _plan(("total_of", {"a": 3, "b": 4}), ("add", {"a": 1, "b": 2})), final("never asked")
+    )
+    agent, _ = make_agent(model, [add, total_of], mode="plan_execute")
+    task = Task(
+        prompt="3+4, then 1+2", required_fields=[RequiredField(name="total", source="total_of")]
+    )
+    result = await agent.run(task)
+    # the plan's second step still ran; the run ended after it, with the filled field
+    assert [r.step_type for r in result.steps] == ["plan", "total_of", "add"]
+    assert len(model.calls) == 1 and result.answer == "7.0"
+    assert result.success and result.halt_reason is HaltReason.FINAL
 
 
 async def test_an_invalid_plan_is_refused_and_the_model_sees_why() -> None:

@@ -698,7 +698,10 @@ class Step:
             else []
         )
         notes, judged = await judge(call, observation) if judge else ([], None)
-        done = self.completed_answer(call, observation) if judge is None else None
+        # A plan mode ends on the predicate only once its plan is carried out: a later
+        # plan step may still act on the fields this call completed.
+        plan_done = judge is None or (judged is None and self.run.state.phase == "finishing")
+        done = self.completed_answer(call, observation) if plan_done else None
         answer = None
         if done is not None:
             answer, done_notes = await self.accept_answer(

@@ -241,7 +241,7 @@ def test_the_tables_show_the_claims_the_pairs_and_the_curve() -> None:
     for needle in (
         "judged like for like",
         "vs closedloop_frozen",
-        "rerun: closedloop bench faults",
+        "rerun claim 1: closedloop bench faults --model test:oracle",
         "controller on vs frozen",
         "against λ (regimes@λ)",
         "λ = 0.1",

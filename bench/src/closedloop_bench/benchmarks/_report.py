@@ -354,8 +354,8 @@ def _interval(low: float | None, high: float | None) -> str:
 
 def render_claims(claims: Sequence[ClaimCheck], console: Console) -> None:
     """The claims table: each claim with the article's verdict, then one row per
-    baseline (success, the difference in points with its 95 % interval, the verdict),
-    and the command that reruns it."""
+    baseline (success, the difference in points with its 95 % interval, the verdict);
+    below it, the command that reruns each claim."""
     table = Table(title="the published claims, judged like for like")
     for col in (
         "claim / baseline",
@@ -365,10 +365,9 @@ def render_claims(claims: Sequence[ClaimCheck], console: Console) -> None:
         "verdict",
     ):
         table.add_column(col)
-    for claim in claims:
-        table.add_row(
-            claim.claim, claim.seed_value, claim.measured, "", claim.verdict, style="bold"
-        )
+    for n, claim in enumerate(claims, start=1):
+        row = (f"{n}. {claim.claim}", claim.seed_value, claim.measured, "", claim.verdict)
+        table.add_row(*row, style="bold")
         for b in claim.baselines:
             success = (
                 "—"
@@ -383,9 +382,11 @@ def render_claims(claims: Sequence[ClaimCheck], console: Console) -> None:
                 f"{_points(b.difference)} {_interval(b.ci_low, b.ci_high)}".strip(),
                 b.verdict + (f"; {b.note}" if b.note else ""),
             )
-        if claim.command:
-            table.add_row(f"  rerun: {claim.command}", "", "", "", "", end_section=True)
+        table.add_section()
     console.print(table)
+    for n, claim in enumerate(claims, start=1):
+        if claim.command:  # one line each, so the command can be copied whole
+            console.print(f"rerun claim {n}: {claim.command}", soft_wrap=True, highlight=False)
 
 
 def render_on_vs_frozen(pairs: Sequence[OnVsFrozen], console: Console) -> None:

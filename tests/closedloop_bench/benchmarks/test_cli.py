@@ -137,6 +137,7 @@ def test_lambdas_add_their_regimes_profiles_and_draw_the_curve(tmp_path: Path) -
     pairs = {(p["profile"], p["strategy"]) for p in report["on_vs_frozen"]}
     assert ("regimes@0.3", "closedloop_pid") in pairs and ("none", "closedloop_pid") in pairs
     assert (out / "lambda.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any("regime chain" in note for note in report["notes"])  # the oracle plays it
     for needle in ("against λ (regimes@λ)", "controller on vs frozen", "lambda.png"):
         assert needle in result.output, needle
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ..reference import verify_world_tasks
+from ..world import load_profile
 from ._claims import check_claims, on_vs_frozen
 from ._lambda import lambda_curves, plot_lambda
 from ._models import ModelSource
@@ -116,6 +117,12 @@ def _notes(config: FaultsConfig, source: ModelSource) -> list[str]:
         f"every retrying strategy has {config.attempts} attempts per call; the oracle bound "
         "uses the same budget",
     ]
+    if any(load_profile(p).regimes is not None for p in config.profiles):
+        notes.append(
+            "on profiles with regimes the oracle bound plays each service's regime chain on "
+            "its own ideal requests: a call whose every attempt falls in a down or storm "
+            "spell is not solvable (the chain moves with requests, so waiting does not help)"
+        )
     cache = source.describe().get("cache")
     if cache is not None:
         notes.append(

@@ -25,7 +25,8 @@ def script(name: str) -> ModuleType:
 
 TINY = [
     "--model", "test:oracle", "--profiles", "none", "--steps", "1,2", "--episodes", "1",
-    "--latency-scale", "0", "--tool-timeout", "30", "--no-cache",
+    "--latency-scale", "0", "--tool-timeout", "30", "--no-cache", "--no-frontier",
+    "--no-warnings",
 ]  # fmt: skip
 
 
@@ -36,7 +37,7 @@ def test_a_tiny_faults_run_prints_the_tables_and_writes_its_files(tmp_path: Path
     for text in ("open_loop", "closedloop_adrc", "oracle bound", "wall time"):
         assert text in result.output
     report = json.loads((out / "report.json").read_text())
-    assert len(report["episodes"]) == 2 * 5 and report["config"]["profiles"] == ["none"]
+    assert len(report["episodes"]) == 2 * 6 and report["config"]["profiles"] == ["none"]
     assert (out / "curves.png").stat().st_size > 1000
 
 
@@ -66,7 +67,10 @@ def test_overhead_command_writes_its_report(tmp_path: Path) -> None:
 
 # --- every option given is used, or refused with the reason --------------------------
 
-FAST = ["--model", "test:oracle", "--latency-scale", "0", "--tool-timeout", "30", "--no-cache"]
+FAST = [
+    "--model", "test:oracle", "--latency-scale", "0", "--tool-timeout", "30", "--no-cache",
+    "--no-frontier", "--no-warnings",
+]  # fmt: skip
 
 
 def test_quick_runs_on_the_profiles_and_steps_given(tmp_path: Path) -> None:
@@ -114,3 +118,57 @@ def test_a_run_on_regimes_writes_their_ground_truth_with_each_episode(tmp_path: 
     assert changes
     assert set(changes[0]) == {"service", "index", "t_s", "from_regime", "to_regime"}
     assert all(c["from_regime"] != c["to_regime"] for c in changes)
+
+
+# --- the λ sweep and the artefacts after the table --------------------------------------
+
+
+def test_lambdas_add_their_regimes_profiles_and_draw_the_curve(tmp_path: Path) -> None:
+    out = tmp_path / "lambdas"
+    args = [*FAST, "--profiles", "none", "--lambdas", "0,0.3", "--steps", "1", "--episodes", "1"]
+    args += ["--strategies", "closedloop_pid,closedloop_frozen", "--out", str(out)]
+    result = CliRunner().invoke(app, ["faults", *args])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["config"]["profiles"] == ["none", "regimes@0", "regimes@0.3"]  # none kept
+    (curve,) = report["lambda_curves"]
+    assert curve["base"] == "regimes" and curve["lambdas"] == [0.0, 0.3]
+    assert set(curve["points"]["closedloop_pid"]) == {"0", "0.3"}
+    pairs = {(p["profile"], p["strategy"]) for p in report["on_vs_frozen"]}
+    assert ("regimes@0.3", "closedloop_pid") in pairs and ("none", "closedloop_pid") in pairs
+    assert (out / "lambda.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any("regime chain" in note for note in report["notes"])  # the oracle plays it
+    for needle in ("against λ (regimes@λ)", "controller on vs frozen", "lambda.png"):
+        assert needle in result.output, needle
+
+
+def test_a_rate_outside_zero_to_one_is_refused_by_its_value(tmp_path: Path) -> None:
+    for rates, needle in [("0.1,1.5", "1.5"), ("0.2,x", "'x'"), ("-0.1", "-0.1"), (",", "','")]:
+        result = CliRunner().invoke(
+            app, ["faults", *FAST, "--lambdas", rates, "--out", str(tmp_path / "no")]
+        )
+        assert result.exit_code != 0, rates
+        assert "--lambdas" in str(result.exception) and needle in str(result.exception), rates
+        assert not (tmp_path / "no").exists()
+
+
+def test_one_command_writes_the_claims_the_frontier_and_the_early_warning(tmp_path: Path) -> None:
+    out = tmp_path / "all"
+    args = ["faults", "--quick", "--model", "test:oracle", "--latency-scale", "0.05"]
+    args += ["--tool-timeout", "30", "--no-cache", "--profiles", "none", "--steps", "1"]
+    args += ["--episodes", "1", "--strategies", "open_loop,fixed_retries,closedloop_pid"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for needle in (
+        "judged like for like",
+        "success and cost per episode",
+        "early warning on regime onsets",
+    ):
+        assert needle in result.output, needle
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["config"]["profiles"] == ["regimes@0.2"] and sweep["config"]["steps"] == [1]
+    assert sweep["config"]["attempts_swept"] == [1, 3, 5]  # quick: the reduced grid
+    assert (out / "frontier.png").stat().st_size > 1000
+    warned = json.loads((out / "early_warning.json").read_text())
+    assert warned["config"]["steps"] == [1] and warned["config"]["episodes"] == 1
+    assert warned["config"]["profiles"] == ["regimes@0.1", "regimes@0.2"]

@@ -19,7 +19,7 @@ EXPECTED = {
     "plot_curves", "rate", "render_demo", "render_faults", "render_overhead", "run_agent_demo",
     "run_demo_sync", "run_faults_bench", "BudgetPoint", "budget_frontier", "plot_budget",
     "retryable", "run_budget_sweep", "run_overhead_bench", "summarise_cells",
-    "wilson_interval", "write_json",
+    "wilson_interval", "write_json", "ClaimBaseline", "LambdaCurve", "LambdaPoint", "OnVsFrozen",
 }  # fmt: skip
 
 

@@ -15,7 +15,7 @@ EXAMPLE = ROOT / "examples" / "faults_tasks.jsonl"
 TINY = [
     "--model", "test:oracle", "--profiles", "none", "--steps", "1,3", "--episodes", "1",
     "--latency-scale", "0", "--tool-timeout", "30", "--no-cache",
-    "--strategies", "open_loop,closedloop_pid",
+    "--strategies", "open_loop,closedloop_pid", "--no-frontier", "--no-warnings",
 ]  # fmt: skip
 
 

@@ -116,3 +116,21 @@ def test_when_a_handover_was_justified(
         handover_justified(handed_over=handed_over, impossible=impossible, solvable=solvable)
         is expected
     )
+
+
+def test_the_bound_plays_the_regime_chain_per_service() -> None:
+    # Every service leaves healthy after its first request, for a long down spell.
+    profile = load_profile("regimes").model_copy(
+        update={
+            "regimes": load_profile("regimes@1").regimes.model_copy(  # type: ignore[union-attr]
+                update={"onset_mix": {"down": 1.0}, "dwell": {"down": 50.0}, "worsen": 0.0}
+            ),
+            "default": load_profile("none").default,
+        }
+    )
+    planner = FaultPlanner(profile, seed=3)
+    verdict = oracle_verdict(TASK, planner, attempts=3)
+    # Call 0 meets the healthy first request; call 1 meets the spell on all its attempts.
+    assert not verdict.solvable and verdict.failed_call == 1 and verdict.requests == 4
+    calm = FaultPlanner(load_profile("regimes@0"), seed=3)
+    assert oracle_verdict(TASK, calm, attempts=3).faulted_requests <= 1  # 2 % errors only

@@ -117,7 +117,7 @@ def test_the_cli_runs_on_ray_and_leaves_a_ray_it_did_not_start(
     args = ["faults", "--model", "test:oracle", "--profiles", "none", "--steps", "1",
             "--episodes", "2", "--latency-scale", "0", "--tool-timeout", "30", "--no-cache",
             "--strategies", "open_loop,closedloop_pid", "--executor", "ray",
-            "--out", str(out)]  # fmt: skip
+            "--no-frontier", "--no-warnings", "--out", str(out)]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())

@@ -37,7 +37,7 @@ async def test_the_json_report_has_the_documented_shape(tmp_path: Path, sleep: F
     assert data["schema_version"] == REPORT_SCHEMA_VERSION == 1
     assert set(data) == {
         "schema_version", "command", "config", "model", "wall_s", "episodes", "cells",
-        "targets", "claims", "notes",
+        "targets", "claims", "on_vs_frozen", "lambda_curves", "notes",
     }  # fmt: skip
     assert data["model"]["spec"] == "test:oracle" and data["model"]["deterministic"] is True
     assert data["config"]["steps"] == [1, 2] and data["config"]["episodes"] == 2

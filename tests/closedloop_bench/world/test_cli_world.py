@@ -41,6 +41,27 @@ def test_bad_profile_name_exits_2_naming_the_choices(capsys: pytest.CaptureFixtu
     assert "Traceback" not in err
 
 
+def test_a_profile_at_an_onset_rate_is_the_one_the_benchmark_reads() -> None:
+    from closedloop_bench.cli._world import _profile
+    from closedloop_bench.world import load_profile
+
+    chosen = _profile("regimes@0.3", None)
+    assert chosen == load_profile("regimes@0.3")
+    assert chosen.name == "regimes@0.3" and chosen.regimes is not None
+    assert chosen.regimes.onset_rate == 0.3
+    assert _profile("seed000@0.1", None).regimes is not None  # regimes added at that rate
+
+
+@pytest.mark.parametrize(("profile", "needle"), [("regimes@2", "2"), ("regimes@x", "'x'"),
+                                                 ("bogus@0.1", "bogus")])  # fmt: skip
+def test_a_bad_rate_or_base_exits_2_naming_it(
+    profile: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["world", "serve", "--profile", profile]) == 2
+    err = _flat(capsys.readouterr().err)
+    assert "--profile" in err and needle in err and "Traceback" not in err
+
+
 def test_bad_faults_file_exits_2_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

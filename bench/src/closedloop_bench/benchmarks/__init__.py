@@ -3,7 +3,11 @@
 ``run_faults_bench(FaultsConfig(...))`` runs open loop, fixed retries, LangGraph and
 closedloop (PID, PID+ADRC) on the same tasks, tools, model and fault seeds against
 ``closedloop_bench.world``, and reports success per step count with 95 % intervals, model
-calls, tokens, latency, handovers and the oracle bound. ``run_overhead_bench()`` measures
+calls, tokens, latency, handovers and the oracle bound; it judges the published claims
+against the open loop, tenacity on the same retry predicate and the frozen controller
+(:class:`ClaimBaseline`), reads every controller-on row against its frozen counterpart
+(:class:`OnVsFrozen`) and, over profiles ``NAME@λ``, draws success against λ
+(:class:`LambdaCurve`). ``run_overhead_bench()`` measures
 what the loop itself costs per step. ``run_agent_demo()`` is ``closedloop demo``.
 ``FaultsConfig(executor="ray")`` (or a :class:`RayExecutor`) runs the episodes as Ray tasks.
 """
@@ -38,9 +42,13 @@ from ._ray import RayExecutor
 from ._report import (
     REPORT_SCHEMA_VERSION,
     CellSummary,
+    ClaimBaseline,
     ClaimCheck,
     EpisodeResult,
     FaultsReport,
+    LambdaCurve,
+    LambdaPoint,
+    OnVsFrozen,
     TargetCheck,
     plot_curves,
     render_faults,
@@ -77,6 +85,7 @@ __all__ = [
     "BudgetPoint",
     "CachingModel",
     "CellSummary",
+    "ClaimBaseline",
     "ClaimCheck",
     "CompletionCache",
     "DemoConfig",
@@ -90,8 +99,11 @@ __all__ = [
     "FaultsConfig",
     "FaultsReport",
     "IdealReference",
+    "LambdaCurve",
+    "LambdaPoint",
     "Limits",
     "ModelSource",
+    "OnVsFrozen",
     "OracleVerdict",
     "Outcome",
     "OverheadReport",

@@ -305,10 +305,11 @@ class ClosedLoopAgent:
         build = reference_builder(episode.task.domain)
         assert build is not None
         limits = episode.limits
+        control = reference_config(adrc=self.adrc, attempts=limits.attempts)
         agent = build(
             None if episode.test_model else episode.model,
             base_url=episode.tools.base_url,
-            control=reference_config(adrc=self.adrc, attempts=limits.attempts),
+            control=fixed_config(control) if self.fixed else control,
             store=episode.store,
             deadline_s=limits.deadline_s,
             trace=episode.trace if episode.trace is not None else False,

@@ -1,5 +1,7 @@
 """``closedloop bench faults``: run the episodes, summarise the cells, check the targets
-and the published claims, and write ``report.json`` and ``curves.png``."""
+and the published claims (like for like, ``_claims``), read every controller-on row
+against its frozen counterpart, and write ``report.json``, ``curves.png`` and, over
+profiles ``NAME@λ``, ``lambda.png``."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ..reference import verify_world_tasks
+from ..world import load_profile
+from ._claims import check_claims, on_vs_frozen
+from ._lambda import lambda_curves, plot_lambda
 from ._models import ModelSource
 from ._report import (
     CellSummary,
-    ClaimCheck,
     EpisodeResult,
     FaultsReport,
     TargetCheck,
@@ -21,7 +25,6 @@ from ._report import (
     write_json,
 )
 from ._runner import EpisodeExecutor, FaultsConfig, make_runner, plan_jobs, run_jobs
-from ._stats import rate
 
 __all__ = ["check_claims", "check_targets", "run_faults_bench", "summarise_cells"]
 
@@ -107,83 +110,6 @@ def check_targets(cells: Sequence[CellSummary], profile: str = "seed000") -> lis
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
-def check_claims(
-    rows: Sequence[EpisodeResult], cells: Sequence[CellSummary], profile: str = "seed000"
-) -> list[ClaimCheck]:
-    """The published numbers next to this run's, with a verdict each (where measurable)."""
-    out: list[ClaimCheck] = []
-    open7 = _cell(cells, profile, "open_loop", 7)
-    if open7 is not None:
-        below = open7.ci_high < 0.60
-        out.append(
-            ClaimCheck(
-                claim="uncontrolled agents fall below 60 % success by step 7 (PID/ADRC article)",
-                seed_value="< 60 %",
-                measured=f"open loop at 7 steps: {_pct(open7.success)} "
-                f"[{_pct(open7.ci_low)}, {_pct(open7.ci_high)}], n={open7.episodes}",
-                verdict="confirmed"
-                if below
-                else ("refuted" if open7.ci_low >= 0.60 else "inconclusive (interval spans 60 %)"),
-            )
-        )
-    one_open = _cell(cells, profile, "open_loop", 1)
-    one_pid = _cell(cells, profile, "closedloop_pid", 1)
-    if one_open is not None and one_pid is not None:
-        before, after = 1 - one_open.success, 1 - one_pid.success
-        out.append(
-            ClaimCheck(
-                claim="PID on a single tool call: failure 12.7 % -> 3.2 % (PID/ADRC article)",
-                seed_value="12.7 % -> 3.2 %",
-                measured=f"1-step tasks: open loop {_pct(before)} -> PID {_pct(after)}",
-                verdict=_reduction(before, after),
-            )
-        )
-    multi = [r for r in rows if r.profile == profile and r.steps >= 5]
-    plain = [r for r in multi if r.strategy == "open_loop"]
-    adrc = [r for r in multi if r.strategy == "closedloop_adrc"]
-    if plain and adrc:
-        a = rate(sum(r.success for r in plain), len(plain)).value
-        b = rate(sum(r.success for r in adrc), len(adrc)).value
-        out.append(
-            ClaimCheck(
-                claim="ADRC on multi-step tasks: success 61.3 % -> 89.7 % (PID/ADRC article)",
-                seed_value="61.3 % -> 89.7 %",
-                measured=f"tasks of 5-10 steps: open loop {_pct(a)} -> PID+ADRC {_pct(b)}",
-                verdict=_reduction(1 - a, 1 - b),
-            )
-        )
-    failures = [r for r in rows if r.profile == profile and r.strategy == "closedloop_adrc"]
-    failures = [r for r in failures if not r.success]
-    if failures:
-        warned = sum(r.warned_early for r in failures)
-        share = warned / len(failures)
-        verdict = "confirmed" if share >= 0.7 else ("qualified" if share >= 0.3 else "refuted")
-        out.append(
-            ClaimCheck(
-                claim="the ESO flags 83 % of failures ahead (PID/ADRC article)",
-                seed_value="83 %",
-                measured=f"{warned}/{len(failures)} PID+ADRC failures ({_pct(share)}) had left "
-                "the normal protocol before their last step",
-                verdict=verdict,
-            )
-        )
-    return out
-
-
-def _reduction(before: float, after: float) -> str:
-    if before <= 0.0:
-        return "not measurable (no failures without control)"
-    if after >= before:
-        return "refuted (no reduction)"
-    if after <= before / 2:
-        return "confirmed (failures at least halved)"
-    return "qualified (smaller reduction)"
-
-
 def _notes(config: FaultsConfig, source: ModelSource) -> list[str]:
     notes = [
         "latency = an episode's wall time less its time waiting for the shared model, plus "
@@ -191,6 +117,12 @@ def _notes(config: FaultsConfig, source: ModelSource) -> list[str]:
         f"every retrying strategy has {config.attempts} attempts per call; the oracle bound "
         "uses the same budget",
     ]
+    if any(load_profile(p).regimes is not None for p in config.profiles):
+        notes.append(
+            "on profiles with regimes the oracle bound plays each service's regime chain on "
+            "its own ideal requests: a call whose every attempt falls in a down or storm "
+            "spell is not solvable (the chain moves with requests, so waiting does not help)"
+        )
     cache = source.describe().get("cache")
     if cache is not None:
         notes.append(
@@ -242,7 +174,9 @@ async def run_faults_bench(
         episodes=rows,
         cells=cells,
         targets=check_targets(cells, profile),
-        claims=check_claims(rows, cells, profile),
+        claims=check_claims(rows, cells, profile, config=config),
+        on_vs_frozen=on_vs_frozen(rows),
+        lambda_curves=lambda_curves(rows),
         notes=_notes(config, runner.source),
     )
     if config.out is not None:
@@ -251,9 +185,11 @@ async def run_faults_bench(
 
 
 def write_outputs(report: FaultsReport, out: Path) -> tuple[Path, Path]:
-    """``report.json`` and ``curves.png`` under ``out``."""
+    """``report.json`` and ``curves.png`` under ``out``, and ``lambda.png`` when the run
+    covered profiles ``NAME@λ``."""
     json_path = write_json(report, out / "report.json")
     png = plot_curves(
         report.cells, out / "curves.png", title=f"faults benchmark, model {report.model['spec']}"
     )
+    plot_lambda(report.lambda_curves, report.on_vs_frozen, out / "lambda.png")
     return json_path, png

@@ -7,6 +7,13 @@ every ideal call gets one unfaulted request within its budget. Latency alone is 
 fault (an ideal policy waits); every injected outcome is (an error, a 429, an outage, an
 empty answer, schema drift, an effect whose answer was lost).
 
+On a profile with regimes the bound plays the regime chain too: a service's regime moves
+with its own request count (requests to any of its endpoints), so the ideal policy's
+requests are counted per service and each is planned at its service index. A ``down`` or
+``storm`` spell then fails every request it covers, and a call whose attempts all fall
+inside one is not solvable within the budget: waiting does not help, as the chain runs
+on requests, not time.
+
 A handover is *justified* when the task is impossible (nothing could satisfy it; a
 handover or a refusal is its correct end) or its episode was not oracle-solvable: no
 policy could have finished it within the budget, so asking a human was the right call.
@@ -21,7 +28,7 @@ from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least
 
 from ..reference import ReferenceTask
-from ..world import FaultPlanner, WorldFaultEvent, WorldFaultKind
+from ..world import SERVICES, FaultPlanner, WorldFaultEvent, WorldFaultKind
 
 __all__ = [
     "TOOL_ENDPOINTS",
@@ -80,10 +87,27 @@ class OracleVerdict:
 
 def planner_faults(planner: FaultPlanner, elapsed_s: float = 0.0) -> FaultTable:
     """The fault table a world's planner implies (``elapsed_s`` for time-based windows;
-    request-indexed windows need none)."""
+    request-indexed windows need none). Regimes need each request's service index, which
+    a table of (endpoint, index) cannot hold: :func:`oracle_verdict` given the planner
+    itself plays them."""
 
     def faulted(endpoint: str, index: int) -> bool:
         return planner.plan(endpoint, index, elapsed_s).outcome is not None
+
+    return faulted
+
+
+def _by_table(table: FaultTable) -> Callable[[str, int, int], bool]:
+    def faulted(endpoint: str, index: int, _service_index: int) -> bool:
+        return table(endpoint, index)
+
+    return faulted
+
+
+def _regime_faults(planner: FaultPlanner) -> Callable[[str, int, int], bool]:
+    def faulted(endpoint: str, index: int, service_index: int) -> bool:
+        plan = planner.plan(endpoint, index, 0.0, service_index=service_index)
+        return plan.outcome is not None
 
     return faulted
 
@@ -105,11 +129,13 @@ def oracle_verdict(
     """Play ``task``'s ideal calls against ``faults`` with ``attempts`` requests per call.
 
     ``faults`` is a world's ``FaultPlanner`` (the ground truth for any request, made or
-    not) or a fault table such as :func:`faults_from_log` builds.
+    not; its regimes played per service, see the module) or a fault table such as
+    :func:`faults_from_log` builds.
     """
     require_int_at_least("attempts", attempts, 1)
-    faulted = planner_faults(faults) if isinstance(faults, FaultPlanner) else faults
+    played = _regime_faults(faults) if isinstance(faults, FaultPlanner) else _by_table(faults)
     indices: dict[str, int] = {}
+    services: dict[str, int] = {}
     requests = faulted_requests = 0
     for position, call in enumerate(task.ideal_trajectory):
         endpoint = TOOL_ENDPOINTS.get(call.tool)
@@ -118,8 +144,11 @@ def oracle_verdict(
         for _ in range(attempts):
             index = indices.get(endpoint, 0)
             indices[endpoint] = index + 1
+            service = SERVICES[endpoint]
+            service_index = services.get(service, 0)
+            services[service] = service_index + 1
             requests += 1
-            if not faulted(endpoint, index):
+            if not played(endpoint, index, service_index):
                 break
             faulted_requests += 1
         else:

@@ -19,12 +19,19 @@ from ._stats import percentile, rate
 __all__ = [
     "REPORT_SCHEMA_VERSION",
     "CellSummary",
+    "ClaimBaseline",
     "ClaimCheck",
     "EpisodeResult",
     "FaultsReport",
+    "LambdaCurve",
+    "LambdaPoint",
+    "OnVsFrozen",
     "TargetCheck",
     "plot_curves",
+    "render_claims",
     "render_faults",
+    "render_lambda",
+    "render_on_vs_frozen",
     "summarise",
     "write_json",
 ]
@@ -110,13 +117,88 @@ class TargetCheck(_Frozen):
     note: str = ""
 
 
+class ClaimBaseline(_Frozen):
+    """A published claim judged against one baseline: the controlled strategy's success
+    minus the baseline's on the same episodes, with its 95 % interval (Newcombe's hybrid
+    score interval), and a verdict: confirmed, refuted, qualified, inconclusive (the
+    interval spans 0), not applicable, or not run."""
+
+    baseline: str
+    role: str = Field(description="what the baseline stands for in the comparison")
+    treated: str
+    cell: str = Field(description="the episodes compared, e.g. 1-step tasks")
+    treated_success: float | None = None
+    treated_episodes: int = 0
+    baseline_success: float | None = None
+    baseline_ci_low: float | None = None
+    baseline_ci_high: float | None = None
+    baseline_episodes: int = 0
+    difference: float | None = Field(default=None, description="treated minus baseline")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str
+    note: str = ""
+
+
 class ClaimCheck(_Frozen):
-    """A published claim next to what this run measured."""
+    """A published claim next to what this run measured.
+
+    ``verdict`` is the article's own framing (point estimates against the open loop);
+    ``baselines`` judges the claim like for like: against the open loop, tenacity on the
+    same retry predicate and the same loop with the controller frozen, each with the
+    difference and its 95 % interval. ``command`` reproduces the comparison.
+    """
 
     claim: str
     seed_value: str
     measured: str
     verdict: str
+    baselines: list[ClaimBaseline] = Field(default_factory=list)
+    command: str = ""
+
+
+class OnVsFrozen(_Frozen):
+    """A controller-on strategy against its frozen counterpart (same loop, actuators at
+    u = 0.5) under one profile, over all step counts: success difference with its 95 %
+    interval, and the cost differences (mean requests and latency per episode)."""
+
+    profile: str
+    strategy: str
+    frozen: str
+    differs: str = Field(default="", description="what differs besides the controller")
+    episodes: int
+    frozen_episodes: int
+    success: float
+    frozen_success: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    requests: float
+    frozen_requests: float
+    requests_difference: float
+    latency_s: float
+    frozen_latency_s: float
+    latency_difference_s: float
+
+
+class LambdaPoint(_Frozen):
+    """One strategy at one onset rate λ: success with its 95 % interval, and mean cost."""
+
+    episodes: int
+    success: float
+    ci_low: float
+    ci_high: float
+    requests: float
+    latency_s: float
+
+
+class LambdaCurve(_Frozen):
+    """Success against the regimes' onset rate λ for the profiles ``base@λ`` of a run:
+    ``points[strategy][λ]`` (λ written as in the profile name, e.g. ``"0.2"``)."""
+
+    base: str
+    lambdas: list[float]
+    points: dict[str, dict[str, LambdaPoint]]
 
 
 class FaultsReport(_Frozen):
@@ -131,6 +213,8 @@ class FaultsReport(_Frozen):
     cells: list[CellSummary]
     targets: list[TargetCheck] = Field(default_factory=list)
     claims: list[ClaimCheck] = Field(default_factory=list)
+    on_vs_frozen: list[OnVsFrozen] = Field(default_factory=list)
+    lambda_curves: list[LambdaCurve] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -250,15 +334,107 @@ def render_faults(report: FaultsReport, console: Console) -> None:
             table.add_row(t.target, measured, f"{t.threshold:.3f}", met)
         console.print(table)
     if report.claims:
-        table = Table(title="the published claims")
-        for col in ("claim", "seed", "measured", "verdict"):
-            table.add_column(col)
-        for claim in report.claims:
-            table.add_row(claim.claim, claim.seed_value, claim.measured, claim.verdict)
-        console.print(table)
+        render_claims(report.claims, console)
+    if report.on_vs_frozen:
+        render_on_vs_frozen(report.on_vs_frozen, console)
+    for swept in report.lambda_curves:
+        render_lambda(swept, console)
     for note in report.notes:
         console.print(f"- {note}", highlight=False)
     console.print(f"wall time: {report.wall_s:.1f} s", highlight=False)
+
+
+def _points(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "—" if low is None or high is None else f"[{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def render_claims(claims: Sequence[ClaimCheck], console: Console) -> None:
+    """The claims table: each claim with the article's verdict, then one row per
+    baseline (success, the difference in points with its 95 % interval, the verdict);
+    below it, the command that reruns each claim."""
+    table = Table(title="the published claims, judged like for like")
+    for col in (
+        "claim / baseline",
+        "seed / role",
+        "success % base -> treated",
+        "difference, points [95 % CI]",
+        "verdict",
+    ):
+        table.add_column(col)
+    for n, claim in enumerate(claims, start=1):
+        row = (f"{n}. {claim.claim}", claim.seed_value, claim.measured, "", claim.verdict)
+        table.add_row(*row, style="bold")
+        for b in claim.baselines:
+            success = (
+                "—"
+                if b.baseline_success is None or b.treated_success is None
+                else f"{_pct(b.baseline_success)} -> {_pct(b.treated_success)} "
+                f"(n={b.baseline_episodes}, {b.treated_episodes})"
+            )
+            table.add_row(
+                f"  vs {b.baseline}",
+                b.role,
+                success,
+                f"{_points(b.difference)} {_interval(b.ci_low, b.ci_high)}".strip(),
+                b.verdict + (f"; {b.note}" if b.note else ""),
+            )
+        table.add_section()
+    console.print(table)
+    for n, claim in enumerate(claims, start=1):
+        if claim.command:  # one line each, so the command can be copied whole
+            console.print(f"rerun claim {n}: {claim.command}", soft_wrap=True, highlight=False)
+
+
+def render_on_vs_frozen(pairs: Sequence[OnVsFrozen], console: Console) -> None:
+    """Controller on against frozen, per profile: success and cost differences."""
+    table = Table(title="controller on vs frozen (same loop, actuators at u = 0.5)")
+    for col in (
+        "profile",
+        "strategy",
+        "frozen",
+        "n",
+        "success % on / frozen",
+        "difference, points [95 % CI]",
+        "requests on / frozen (diff)",
+        "latency s on / frozen (diff)",
+        "differs also in",
+    ):
+        table.add_column(col, justify="left" if col in ("profile", "strategy") else "right")
+    for p in pairs:
+        table.add_row(
+            p.profile,
+            p.strategy,
+            p.frozen,
+            f"{p.episodes}/{p.frozen_episodes}",
+            f"{_pct(p.success)} / {_pct(p.frozen_success)}",
+            f"{_points(p.difference)} {_interval(p.ci_low, p.ci_high)}",
+            f"{p.requests:.2f} / {p.frozen_requests:.2f} ({p.requests_difference:+.2f})",
+            f"{p.latency_s:.2f} / {p.frozen_latency_s:.2f} ({p.latency_difference_s:+.2f})",
+            p.differs or "—",
+        )
+    console.print(table)
+
+
+def render_lambda(curve: LambdaCurve, console: Console) -> None:
+    """Success % [95 % CI] per strategy against the onset rate λ of one base profile."""
+    table = Table(title=f"success % [95 % CI] against λ ({curve.base}@λ)")
+    table.add_column("strategy")
+    keys = [f"{lam:g}" for lam in curve.lambdas]
+    for key in keys:
+        table.add_column(f"λ = {key}", justify="right")
+    for name, by_lambda in curve.points.items():
+        cells = []
+        for key in keys:
+            p = by_lambda.get(key)
+            cells.append(
+                "—" if p is None else f"{_pct(p.success)} [{_pct(p.ci_low)}, {_pct(p.ci_high)}]"
+            )
+        table.add_row(name, *cells)
+    console.print(table)
 
 
 def plot_curves(cells: Iterable[CellSummary], path: Path, *, title: str = "") -> Path:

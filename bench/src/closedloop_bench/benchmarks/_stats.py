@@ -1,8 +1,12 @@
-"""The few statistics the benchmarks report: Wilson intervals and percentiles.
+"""The few statistics the benchmarks report: Wilson intervals, differences of two rates
+and percentiles.
 
 A success rate measured on 10 episodes says little without its uncertainty; the Wilson
 score interval stays inside [0, 1] and behaves at 0 % and 100 %, where the normal
-approximation collapses to a zero-width interval.
+approximation collapses to a zero-width interval. The difference of two rates gets
+Newcombe's hybrid score interval (Newcombe 1998, method 10), built from the two Wilson
+intervals: it keeps their good behaviour at the edges, where the Wald interval of a
+difference again collapses.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from closedloop._exceptions import ConfigurationError
 from closedloop._validation import require_int_at_least, require_positive
 
-__all__ = ["Rate", "percentile", "rate", "wilson_interval"]
+__all__ = ["Difference", "Rate", "difference", "percentile", "rate", "wilson_interval"]
 
 Z95 = 1.959963984540054
 """The two-sided 95 % quantile of the standard normal distribution."""
@@ -58,6 +62,34 @@ def rate(successes: int, n: int) -> Rate:
     """A :class:`Rate` (the value is 0 when ``n`` is 0)."""
     low, high = wilson_interval(successes, n)
     return Rate(successes, n, successes / n if n else 0.0, low, high)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """``treated`` minus ``baseline`` (two success rates), with its 95 % interval."""
+
+    treated: Rate
+    baseline: Rate
+    value: float
+    low: float
+    high: float
+
+    @property
+    def spans_zero(self) -> bool:
+        """True when the interval holds 0: the data cannot tell the two rates apart."""
+        return self.low <= 0.0 <= self.high
+
+
+def difference(treated_k: int, treated_n: int, baseline_k: int, baseline_n: int) -> Difference:
+    """``treated_k / treated_n − baseline_k / baseline_n`` with Newcombe's hybrid score
+    interval (Newcombe 1998, method 10): each side's distance to its own Wilson bound,
+    combined in quadrature. Treats the two samples as independent, which is conservative
+    for paired episodes (the same fault seeds) whose outcomes move together."""
+    a, b = rate(treated_k, treated_n), rate(baseline_k, baseline_n)
+    d = a.value - b.value
+    low = d - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
+    high = d + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
+    return Difference(a, b, d, max(-1.0, low), min(1.0, high))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

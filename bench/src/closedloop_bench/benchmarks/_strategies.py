@@ -12,6 +12,10 @@ episode), the same model and the same limits; only the control differs:
 * ``closedloop_pid``: ``closedloop.agent`` with per-step-type PID control, protocols off.
 * ``closedloop_adrc``: the same with the ESO and its protocols (dual verification,
   dimension reduction, manual handover).
+* ``closedloop_frozen``: ``closedloop_pid``'s loop (same planner, same retry budget and
+  predicate) with every actuator frozen at u = 0.5 and protocols off: the frozen
+  counterpart every control claim of ``closedloop_pid`` and ``closedloop_adrc`` is read
+  against, whichever planner the run uses.
 * ``closedloop_model_pid`` / ``closedloop_model_fixed``: the loop with the model deciding
   every step (the ``react`` planner, whatever the model) and protocols off, with the PID
   on, or with every actuator frozen at one setting: what the controller alone buys.
@@ -59,6 +63,7 @@ STRATEGY_NAMES = (
     "langgraph",
     "closedloop_pid",
     "closedloop_adrc",
+    "closedloop_frozen",
     "closedloop_model_pid",
     "closedloop_model_fixed",
     "closedloop_model_gate",
@@ -74,6 +79,7 @@ LABELS = {
     "langgraph": "LangGraph RetryPolicy",
     "closedloop_pid": "closedloop PID",
     "closedloop_adrc": "closedloop PID+ADRC",
+    "closedloop_frozen": "closedloop, controller frozen at u = 0.5, protocols off",
     "closedloop_model_pid": "closedloop, model every step, PID",
     "closedloop_model_fixed": "closedloop, model every step, controller off",
     "closedloop_model_gate": "closedloop, rules first past a confidence gate, PID",
@@ -178,6 +184,12 @@ def get_strategy(name: str, *, planner: str = "auto") -> BenchStrategy:
         from ._closed import ClosedLoopAgent
 
         return ClosedLoopAgent(adrc=name == "closedloop_adrc", planner=planner)
+    if name == "closedloop_frozen":
+        from ._closed import ClosedLoopAgent
+
+        # closedloop_pid with the feedback taken out: the same planner, every actuator
+        # schedule answering as at u = 0.5 (``fixed_config``), protocols off.
+        return ClosedLoopAgent(adrc=False, planner=planner, fixed=True, name=name)
     if name in ("closedloop_model_pid", "closedloop_model_fixed", "closedloop_model_gate"):
         from ._closed import ClosedLoopAgent
 

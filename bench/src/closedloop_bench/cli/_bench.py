@@ -220,16 +220,38 @@ def faults(
         str | None,
         typer.Option(
             help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
-            "closedloop_adrc. Default: all five (--warnings: closedloop_adrc)."
+            "closedloop_adrc, closedloop_frozen (the same loop, controller frozen), and the "
+            "other closedloop_* rows. Default: those six (--warnings: closedloop_adrc)."
         ),
     ] = None,
     profiles: Annotated[
         str | None,
         typer.Option(
             help="Comma-separated fault profiles: names, files, or NAME@λ for a profile with "
-            "its regimes' onset rate λ (regimes@0.2). Default: seed000."
+            "its regimes' onset rate λ (regimes@0.2). Default: seed000 (none with --lambdas)."
         ),
     ] = None,
+    lambdas: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated onset rates λ in [0, 1]: runs profile regimes@λ for each, "
+            "besides --profiles; writes lambda.png (success against λ, and on minus frozen)."
+        ),
+    ] = None,
+    no_frontier: Annotated[
+        bool,
+        typer.Option(
+            "--no-frontier",
+            help="Skip the retry-budget sweep run after the table (sweep.json, frontier.png).",
+        ),
+    ] = False,
+    no_warnings: Annotated[
+        bool,
+        typer.Option(
+            "--no-warnings",
+            help="Skip the early-warning study run after the table (early_warning.json).",
+        ),
+    ] = False,
     steps: Annotated[
         str | None, typer.Option(help="Comma-separated step counts (1-10). Default: 1-10.")
     ] = None,
@@ -292,7 +314,9 @@ def faults(
         ),
     ] = None,
 ) -> None:
-    """Open loop, fixed retries, LangGraph and closedloop on the same faulted world."""
+    """Open loop, fixed retries, LangGraph and closedloop on the same faulted world; then
+    (unless --no-frontier / --no-warnings) the retry-budget frontier and the early-warning
+    study on the same settings. Prints the table, the claims, the frontier and the warnings."""
     from ..benchmarks import FaultsConfig, render_faults, run_faults_bench
 
     if explain:
@@ -304,7 +328,7 @@ def faults(
     elif warnings:
         chosen = ("closedloop_adrc",)
     else:
-        chosen = ("open_loop", "fixed_retries", "langgraph", "closedloop_pid", "closedloop_adrc")
+        chosen = DEFAULT_STRATEGIES
     if out is None:
         out = Path("bench/results/faults" if warnings else "runs/bench-faults")
     strategies = ",".join(chosen)
@@ -334,8 +358,10 @@ def faults(
     }
     # Every option given is used: --quick only picks what the others leave open.
     given: dict[str, Any] = {}
-    if profiles is not None:
-        given["profiles"] = _csv(profiles)
+    if profiles is not None or lambdas is not None:
+        # --lambdas adds its profiles to --profiles: neither is dropped for the other.
+        swept = tuple(f"regimes@{lam:g}" for lam in _lambdas(lambdas))
+        given["profiles"] = tuple(dict.fromkeys((*_csv(profiles or ""), *swept)))
     if steps is not None:
         given["steps"] = _steps(steps)
     if episodes is not None:
@@ -343,6 +369,8 @@ def faults(
     if warnings:
         _early_warning(common, given, quick=quick)
         return
+    # The studies after the table take the steps and episodes the user gave, if any.
+    asked: dict[str, Any] = {k: given[k] for k in ("steps", "episodes") if k in given}
     if quick:
         config = FaultsConfig.quick_preset(**common, **given)
     else:
@@ -356,7 +384,77 @@ def faults(
 
     report = asyncio.run(run_faults_bench(config, progress=tick))
     render_faults(report, _out)
-    _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}")
+    lam = f", λ plot: {out / 'lambda.png'}" if report.lambda_curves else ""
+    _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}{lam}")
+    if not no_frontier:
+        _frontier(config, out, asked)
+    if not no_warnings:
+        _warnings_after(config, out, asked)
+
+
+DEFAULT_STRATEGIES = (
+    "open_loop",
+    "fixed_retries",
+    "langgraph",
+    "closedloop_pid",
+    "closedloop_adrc",
+    "closedloop_frozen",
+)
+"""``faults``' rows by default: the baselines, the controlled loop, and the frozen loop."""
+
+
+def _lambdas(text: str | None) -> tuple[float, ...]:
+    """``--lambdas``: onset rates in [0, 1], each refused by its own text when it is not."""
+    rates: list[float] = []
+    for part in _csv(text or ""):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ConfigurationError("--lambdas", part, "must be a number in [0, 1]") from None
+        if not 0.0 <= value <= 1.0:  # also refuses nan
+            raise ConfigurationError("--lambdas", part, "λ must lie in [0, 1]")
+        rates.append(value)
+    if text is not None and not rates:
+        raise ConfigurationError("--lambdas", text, "name at least one rate")
+    return tuple(dict.fromkeys(rates))
+
+
+def _frontier(config: Any, out: Path, asked: dict[str, Any]) -> None:
+    """The retry-budget sweep on the run's settings: sweep.json, frontier.png, its table."""
+    from ..benchmarks._artefacts import frontier_plan, run_frontier
+
+    plan = frontier_plan(config, **asked)
+    c = plan.config
+    _err.print(
+        f"frontier: fixed_retries at attempts {list(plan.attempts)} x backoff "
+        f"{list(plan.backoffs)} s and {', '.join(plan.adaptive)}, on {', '.join(c.profiles)}, "
+        f"steps {list(c.steps)}, {c.episodes} episodes per cell",
+        highlight=False,
+    )
+    sweep, plot = asyncio.run(run_frontier(plan, out))
+    render_sweep(sweep, f"on {', '.join(c.profiles)}")
+    _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
+
+
+def _warnings_after(config: Any, out: Path, asked: dict[str, Any]) -> None:
+    """The early-warning study on the run's settings: early_warning.json and its table."""
+    from ..benchmarks._artefacts import run_study, warnings_config
+    from ..benchmarks._warnings import render_warnings
+
+    study = warnings_config(config, **asked)
+    _err.print(
+        f"early warning: closedloop_adrc on {', '.join(study.profiles)}, steps "
+        f"{list(study.steps)}, {study.episodes} episodes per cell",
+        highlight=False,
+    )
+
+    def tick(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            _err.print(f"{done}/{total} episodes", highlight=False)
+
+    report, path = asyncio.run(run_study(study, out, progress=tick))
+    render_warnings(report, _out)
+    _out.print(f"early warning: {path}")
 
 
 def _explain_world_tasks(tasks: Path | None, split: str) -> None:
@@ -419,7 +517,14 @@ def budget(
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")
     plot = plot_budget(sweep, out / "frontier.png")
-    table = Table(title="success and cost per episode: fixed budgets and the loop")
+    render_sweep(sweep)
+    _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
+
+
+def render_sweep(sweep: dict[str, Any], where: str = "") -> None:
+    """The success–cost table of a budget sweep, and each adaptive row's verdict."""
+    title = "success and cost per episode: fixed budgets and the loop"
+    table = Table(title=f"{title} ({where})" if where else title)
     for column in ("strategy", "attempts", "backoff s", "success % [95 % CI]", "requests",
                    "latency s", "frontier"):  # fmt: skip
         table.add_column(column)
@@ -436,7 +541,6 @@ def budget(
         _out.print(
             f"{v['strategy']}: target {'met' if v['target_met'] else 'NOT met'} ({v['how']})"
         )
-    _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
 
 
 def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool) -> None:

@@ -22,7 +22,9 @@ _out = Console(highlight=False, soft_wrap=True)
 
 
 def _profile(name: str, faults_file: Path | None) -> WorldFaultProfile:
-    from ..world import load_profile_file, named_profiles
+    """``--profile`` (a built-in name, or ``NAME@λ``: its regimes at onset rate λ, as
+    ``closedloop bench faults --profiles`` reads it) or ``--faults-file``."""
+    from ..world import load_profile, load_profile_file, named_profiles
 
     named = named_profiles()
     if faults_file is not None:
@@ -34,18 +36,31 @@ def _profile(name: str, faults_file: Path | None) -> WorldFaultProfile:
             return load_profile_file(faults_file)
         except ConfigurationError as exc:
             raise typer.BadParameter(exc.reason, param_hint="--faults-file") from None
-    if name not in named:
-        raise typer.BadParameter(
-            f"unknown profile {name!r}; known: {', '.join(named)} (or use --faults-file)",
-            param_hint="--profile",
-        )
-    return named[name]
+    if name in named:
+        return named[name]
+    base, at, _rate = name.rpartition("@")
+    if at and base:
+        try:
+            return load_profile(name)
+        except ConfigurationError as exc:
+            raise typer.BadParameter(f"{name!r}: {exc.reason}", param_hint="--profile") from None
+    raise typer.BadParameter(
+        f"unknown profile {name!r}; known: {', '.join(named)}, or NAME@λ for its regimes at "
+        "onset rate λ in [0, 1] (or use --faults-file)",
+        param_hint="--profile",
+    )
 
 
 @app.command("serve")
 def serve(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
-    profile: Annotated[str, typer.Option(help="Fault profile: none, seed000 or harsh.")] = "none",
+    profile: Annotated[
+        str,
+        typer.Option(
+            help="Fault profile: none, seed000, harsh, regimes, or NAME@λ (regimes@0.2: the "
+            "profile with its regimes' onset rate λ)."
+        ),
+    ] = "none",
     seed: Annotated[int, typer.Option(min=0, help="Seed of the data (and of the faults).")] = 0,
     faults_file: Annotated[
         Path | None,

@@ -1,14 +1,19 @@
 """The faults benchmark: open loop, fixed retries, LangGraph and closedloop.
 
     .venv/bin/python bench/faults.py --quick
-    .venv/bin/python bench/faults.py --profiles seed000,harsh
+    .venv/bin/python bench/faults.py --profiles harsh --lambdas 0,0.1,0.2,0.3,0.5
+    .venv/bin/python bench/faults.py --profiles seed000,harsh --no-frontier --no-warnings
     .venv/bin/python bench/faults.py --quick --model local:qwen2.5-coder-0.5b
     .venv/bin/python bench/faults.py --model openai-compatible:http://127.0.0.1:8080/v1#name
     .venv/bin/python bench/faults.py --quick --executor ray            # a local Ray
     .venv/bin/python bench/faults.py --executor ray --ray-address auto # a running cluster
 
 The same as ``closedloop bench faults`` (every option is the command's); the logic lives in
-``closedloop_bench.benchmarks``. Writes ``report.json`` and ``curves.png`` under ``--out``.
+``closedloop_bench.benchmarks``. Writes under ``--out``: ``report.json`` (the table, the
+claims judged against the open loop, tenacity and the frozen loop, on against frozen per
+profile and λ) and ``curves.png``; ``lambda.png`` with ``--lambdas``; then, unless skipped,
+the retry-budget frontier (``sweep.json``, ``frontier.png``) and the early-warning study
+(``early_warning.json``).
 """
 
 from __future__ import annotations

@@ -89,6 +89,15 @@ async def test_a_wait_past_the_deadline_is_not_taken(clock: FakeClock) -> None:
     assert 30.0 not in clock.slept and result.steps[0].retries == []
 
 
+async def test_a_retry_after_of_zero_is_asked_again_at_once_and_not_counted(
+    clock: FakeClock,
+) -> None:
+    world = Flaky(limited(0.0), ok())
+    result = await storm_run(clock, world, ReadRetry(storm=StormWait()))
+    assert world.calls == 2 and [r["delay_s"] for r in result.steps[0].retries] == [0.0]
+    assert 0.0 not in clock.slept  # no wait of zero is slept
+
+
 async def test_a_429_without_retry_after_is_not_a_storm_wait(clock: FakeClock) -> None:
     world = Flaky(limited(None), ok())
     result = await storm_run(clock, world, ReadRetry(storm=StormWait()))

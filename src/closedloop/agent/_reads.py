@@ -131,7 +131,7 @@ class ReadRetry(Policy[str]):
             or not self.enabled
             or observation.status is not ObservationStatus.RATE_LIMITED
             or after is None
-            or after <= 0
+            or after < 0
         ):
             return None
         return self.storm.delay_s(after)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from closedloop import ConfigurationError
 from closedloop.agent import (
@@ -59,7 +61,7 @@ async def test_a_429_with_retry_after_is_waited_out_without_spending_an_attempt(
     clock: FakeClock,
 ) -> None:
     world = Flaky(limited(2.0), limited(2.0), ok())
-    result = await storm_run(clock, world, ReadRetry(storm=StormWait(max_waits=3)))
+    result = await storm_run(clock, world, ReadRetry(storm=StormWait()))
     step = result.steps[0]
     assert step.actuators["max_retries"] == 0  # the one attempt is still the whole budget
     assert world.calls == 3 and result.success
@@ -70,14 +72,21 @@ async def test_a_429_with_retry_after_is_waited_out_without_spending_an_attempt(
     assert all("Retry-After" in a for a in step.actuators["acted"])
 
 
-async def test_the_wait_is_capped_and_the_waits_are_counted(clock: FakeClock) -> None:
+async def test_the_waits_are_capped_by_their_time_budget(clock: FakeClock) -> None:
     world = Flaky(limited(100.0))  # a storm that never ends
-    storm = StormWait(max_waits=2, max_wait_s=5.0)
+    storm = StormWait(max_wait_s=5.0, max_total_s=12.0)
     result = await storm_run(clock, world, ReadRetry(storm=storm))
     step = result.steps[0]
-    assert world.calls == 1 + storm.max_waits  # then a 429 is an ordinary passing fault
+    # Two waits of 5 s fit in 12 s, a third does not: then a 429 is an ordinary fault.
+    assert world.calls == 3
     assert [r["delay_s"] for r in step.retries] == [5.0, 5.0]
     assert step.observation is not None and step.observation["status"] == "rate_limited"
+
+
+async def test_the_waits_may_also_be_capped_by_count(clock: FakeClock) -> None:
+    world = Flaky(limited(1.0))
+    result = await storm_run(clock, world, ReadRetry(storm=StormWait(max_waits=2)))
+    assert world.calls == 3 and len(result.steps[0].retries) == 2
 
 
 async def test_a_wait_past_the_deadline_is_not_taken(clock: FakeClock) -> None:
@@ -109,6 +118,11 @@ def test_storm_settings_that_cannot_hold_are_refused() -> None:
         StormWait(max_waits=0)
     with pytest.raises(ConfigurationError, match="max_wait_s"):
         StormWait(max_wait_s=0.0)
+    with pytest.raises(ConfigurationError, match="max_total_s"):
+        StormWait(max_total_s=-1.0)
+    assert StormWait(max_total_s=3.0).allows(5, 2.0, 1.0)
+    assert not StormWait(max_total_s=3.0).allows(0, 2.5, 1.0)
+    assert not StormWait(max_waits=1).allows(1, 0.0, 0.0)
     with pytest.raises(ConfigurationError, match="storm"):
         ReadRetry(storm=3)  # type: ignore[arg-type]
     assert StormWait(max_wait_s=5.0).delay_s(9.0) == 5.0
@@ -174,6 +188,23 @@ def test_finish_chance_is_one_minus_f_to_the_steps_left() -> None:
     assert finish_chance(0.9, 1) == pytest.approx(0.1)
     assert finish_chance(0.3, 0) == 0.0
     assert finish_chance(0.0, 1) == 1.0
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.integers(0, 50),
+    st.integers(0, 50),
+)
+def test_finish_chance_is_a_probability_that_falls_with_f_and_rises_with_steps(
+    f: float, g: float, n: int, m: int
+) -> None:
+    chance = finish_chance(f, n)
+    assert 0.0 <= chance <= 1.0
+    lo, hi = sorted((f, g))
+    assert finish_chance(hi, n) <= finish_chance(lo, n) + 1e-12
+    few, many = sorted((n, m))
+    assert finish_chance(f, few) <= finish_chance(f, many) + 1e-12
 
 
 def test_the_estimate_hands_over_only_above_its_level_and_below_the_chance() -> None:

@@ -7,10 +7,11 @@ given, and each action a run takes is written into its step's record (the ``acte
 of :attr:`~closedloop.agent.StepRecord.actuators`, and a note):
 
 * :class:`StormWait` (on :class:`~closedloop.agent.ReadRetry`): a read answered 429
-  with a ``Retry-After`` is asked again after that long (within the run's deadline), and
-  the refused attempt is not counted against the call's attempts: the service said when
-  to come back, so backing off on the controller's schedule would spend attempts inside
-  the storm on answers known in advance.
+  with a ``Retry-After`` is asked again after that long (within the run's deadline and a
+  time budget per call), and the refused attempt is not counted against the call's
+  attempts: the service said when to come back (RFC 9110, ``Retry-After``), so backing
+  off on the controller's schedule would spend attempts inside the storm on answers known
+  in advance.
 * :class:`EarlyHandover` (on :class:`~closedloop.agent.ControlConfig`): before a tool
   call runs, the task is handed to a human when the estimate says it cannot finish
   within what the run has left: the chance that one of the steps left succeeds, each
@@ -35,21 +36,33 @@ __all__ = ["EarlyHandover", "StormWait", "finish_chance", "handover_reason"]
 class StormWait:
     """Wait out a 429 storm instead of spending attempts on it (see the module).
 
-    Up to ``max_waits`` answers per call that are 429 with a ``Retry-After`` are waited
-    out (``Retry-After`` seconds, at most ``max_wait_s``; never past the run's deadline)
-    and not counted as attempts. Past ``max_waits`` a 429 is an ordinary passing fault.
+    A read answered 429 with a ``Retry-After`` is asked again after that long (at most
+    ``max_wait_s``; never past the run's deadline), and the refused attempt is not
+    counted. The waits of one call add up to at most ``max_total_s`` (and, if set, number
+    at most ``max_waits``): the time budget bounds a storm that does not end, not a guess
+    at how many refusals it holds. Past either bound a 429 is an ordinary passing fault.
     """
 
-    max_waits: int = 3
     max_wait_s: float = 30.0
+    max_total_s: float = 60.0
+    max_waits: int | None = None
 
     def __post_init__(self) -> None:
-        require_int_at_least("max_waits", self.max_waits, 1)
         require_positive("max_wait_s", self.max_wait_s)
+        require_positive("max_total_s", self.max_total_s)
+        if self.max_waits is not None:
+            require_int_at_least("max_waits", self.max_waits, 1)
 
     def delay_s(self, retry_after_s: float) -> float:
         """How long one 429 with ``retry_after_s`` is waited out."""
         return min(max(0.0, float(retry_after_s)), self.max_wait_s)
+
+    def allows(self, waits: int, waited_s: float, delay_s: float) -> bool:
+        """Whether one more wait of ``delay_s`` fits after ``waits`` waits of
+        ``waited_s`` seconds in all, in the same call."""
+        if self.max_waits is not None and waits >= self.max_waits:
+            return False
+        return waited_s + delay_s <= self.max_total_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -461,7 +461,7 @@ class ToolPort:
         budget = 1 + int(settings.max_retries)
         used = 0  # the executor's attempts so far: asking again spends the same budget
         rechecked = False
-        storm_waits = 0  # 429s waited out in this call (ReadRetry.storm), not counted
+        storm_waits, storm_waited = 0, 0.0  # 429s waited out in this call, not counted
         outcome: ActionOutcome | None = None
         halt: HaltReason | None = None
         retries: list[dict[str, Any]] = []
@@ -504,17 +504,18 @@ class ToolPort:
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
             # Why this answer is worth asking again (the retry slot) and after how long.
-            nonlocal rechecked, storm_waits, used
+            nonlocal rechecked, storm_waits, storm_waited, used
             if observation is None or outcome is None or not (read and outcome.ok):
                 return {}
             storm = policy.storm_delay_s(observation)
             if (
                 storm is not None
                 and policy.storm is not None
-                and storm_waits < policy.storm.max_waits
+                and policy.storm.allows(storm_waits, storm_waited, storm)
             ):
                 # The service said when to come back: the refused attempt is given back.
                 storm_waits += 1
+                storm_waited += storm
                 used -= 1
                 self.recent_faults[tool.name] = run.state.step
                 return {"why": "429 storm waited out (Retry-After)", "delay_s": storm}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from types import FunctionType
 
+from ._acting import EarlyHandover, StormWait
 from ._agent import Agent
 from ._control import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
 from ._coordinator import Coordinator, CoordinatorDecision, SubAgentReport
@@ -77,6 +78,7 @@ __all__ = [
     "ControlConfig",
     "Coordinator",
     "CoordinatorDecision",
+    "EarlyHandover",
     "ErrorMetric",
     "Fingerprint",
     "FingerprintCache",
@@ -111,6 +113,7 @@ __all__ = [
     "StopAny",
     "StopPolicy",
     "StopWhen",
+    "StormWait",
     "SubAgentReport",
     "Task",
     "TaskState",

@@ -47,6 +47,7 @@ from ..control import (
 from ..decision import RuleGate
 from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus, error_edit_distance
+from ._acting import EarlyHandover
 from ._health import HealthSettings
 from ._records import ActionCall
 from ._state import resolve_path
@@ -166,6 +167,10 @@ class ControlConfig:
     advice only reaches the model as a note. ``health`` keeps a circuit breaker and a p95
     latency per tool across the agent's runs (:class:`HealthSettings`): no call into a tool
     taken as down, and the tool's timeout from its measured latency.
+
+    Acting on the estimate: ``early_handover`` (:class:`EarlyHandover`; None, the
+    default: never) hands the task over before a tool call when f_est or the tool's open
+    breaker says the task cannot finish within the steps and time the run has left.
     """
 
     kp: float = 0.8
@@ -205,6 +210,7 @@ class ControlConfig:
     completion_predicate: Callable[[ActionCall, Observation], bool] | None = None
     rule_gate: RuleGate | None = None
     health: HealthSettings | None = None
+    early_handover: EarlyHandover | None = None
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -246,6 +252,10 @@ class ControlConfig:
             raise ConfigurationError("rule_gate", self.rule_gate, "must be a RuleGate or None")
         if self.health is not None and not isinstance(self.health, HealthSettings):
             raise ConfigurationError("health", self.health, "must be HealthSettings or None")
+        if self.early_handover is not None and not isinstance(self.early_handover, EarlyHandover):
+            raise ConfigurationError(
+                "early_handover", self.early_handover, "must be an EarlyHandover or None"
+            )
         object.__setattr__(self, "metrics", dict(self.metrics))
         if self.prior_f_est is not None:
             require_unit_interval("prior_f_est", self.prior_f_est)

@@ -8,6 +8,8 @@ is let through) and a window of measured latencies whose 95th percentile sets th
 timeout (``headroom`` × p95, within ``[min_timeout_s, max_timeout_s]``) once
 ``min_samples`` calls are in, in place of the timeout scheduled from the control signal.
 A call to an open breaker is not made: the model reads that the tool was not run and why.
+With ``refuse_open=False`` the breakers are kept all the same (their state is in
+:meth:`ToolHealth.snapshot`) but no call is refused: the same estimate, not acted on.
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ class HealthSettings:
     headroom: float = 3.0
     min_timeout_s: float = 0.2
     max_timeout_s: float = 30.0
+    refuse_open: bool = True
 
     def __post_init__(self) -> None:
         require_int_at_least("failure_threshold", self.failure_threshold, 1)
+        if not isinstance(self.refuse_open, bool):
+            raise ConfigurationError("refuse_open", self.refuse_open, "must be True or False")
         require_positive("recovery_s", self.recovery_s)
         require_int_at_least("latency_window", self.latency_window, 1)
         require_int_at_least("min_samples", self.min_samples, 1)
@@ -88,9 +93,10 @@ class ToolHealth:
         return found
 
     def refused(self, tool: str) -> str | None:
-        """Why a call to ``tool`` is not made now (its breaker is open), or None."""
+        """Why a call to ``tool`` is not made now (its breaker is open and open breakers
+        refuse calls), or None."""
         breaker = self.breaker(tool)
-        if breaker.state is not CircuitState.OPEN:
+        if not self.settings.refuse_open or breaker.state is not CircuitState.OPEN:
             return None
         wait = max(0.0, (breaker.retry_at or self._clock()) - self._clock())
         return (

@@ -370,6 +370,9 @@ class ToolPort:
         self.executor = executor
         self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
         self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
+        # What the loop did on its estimates in this step (a storm waited out, a call its
+        # breaker refused, an early handover): the step's record takes them (``acted``).
+        self.acted: list[str] = []
         # Asking a read again: why (the facts :meth:`run` observes), after the delay they name,
         # unless the answer in hand is the last this step can have (the wait would end
         # past the run's deadline).
@@ -378,6 +381,11 @@ class ToolPort:
             wait=wait_fact("delay_s"),
             retry=when(lambda s: s.fact("why")),
         )
+
+    def take_acted(self) -> list[str]:
+        """The actions taken on an estimate since the last call, and forget them."""
+        acted, self.acted = self.acted, []
+        return acted
 
     def allows_repeat(self, tool: Tool, signature: str) -> bool:
         """The same read again, right after its last answer was a passing fault: let it
@@ -425,6 +433,7 @@ class ToolPort:
             down = None if health is None else health.refused(tool.name)
             if down is None:
                 return None
+            self.acted.append(f"breaker open: {tool.name} was not called ({down})")
             return ActionOutcome(
                 action=tool.name,
                 task_id=run.state.task_id,
@@ -452,6 +461,7 @@ class ToolPort:
         budget = 1 + int(settings.max_retries)
         used = 0  # the executor's attempts so far: asking again spends the same budget
         rechecked = False
+        storm_waits, storm_waited = 0, 0.0  # 429s waited out in this call, not counted
         outcome: ActionOutcome | None = None
         halt: HaltReason | None = None
         retries: list[dict[str, Any]] = []
@@ -494,9 +504,21 @@ class ToolPort:
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
             # Why this answer is worth asking again (the retry slot) and after how long.
-            nonlocal rechecked
+            nonlocal rechecked, storm_waits, storm_waited, used
             if observation is None or outcome is None or not (read and outcome.ok):
                 return {}
+            storm = policy.storm_delay_s(observation)
+            if (
+                storm is not None
+                and policy.storm is not None
+                and policy.storm.allows(storm_waits, storm_waited, storm)
+            ):
+                # The service said when to come back: the refused attempt is given back.
+                storm_waits += 1
+                storm_waited += storm
+                used -= 1
+                self.recent_faults[tool.name] = run.state.step
+                return {"why": "429 storm waited out (Retry-After)", "delay_s": storm}
             why = None
             if policy.should_retry(observation) and used < budget:
                 why = "passing fault"
@@ -518,6 +540,13 @@ class ToolPort:
 
         def record(state: PolicyState, decision: PolicyDecision) -> None:
             answer: Observation = state.outcome
+            if answer.status is ObservationStatus.RATE_LIMITED and str(
+                state.fact("why")
+            ).startswith("429 storm"):
+                self.acted.append(
+                    f"{tool.name}: a 429 waited out {decision.delay_s:.2f} s (Retry-After); "
+                    "the attempt is not counted"
+                )
             retries.append(
                 {
                     "attempt": len(retries) + 1,

@@ -7,7 +7,9 @@ read (an action whose effect class is ``recomputable``) whose answer is a passin
 is asked again, up to ``max_retries`` of the settings the PID scheduled for the tool,
 ``retry_delay_ms`` apart (a 429's ``retry_after_s`` wins when longer, capped). An
 ``empty`` answer is checked once more when the tool's error signal is high or it failed
-recently: an empty list served by a fault reads exactly like a real "no match".
+recently: an empty list served by a fault reads exactly like a real "no match". With a
+:class:`~closedloop.agent.StormWait` (``storm``), a 429 that says when to come back
+(``Retry-After``) is waited out that long and does not use up an attempt.
 
 :class:`ReadRetry` is a retry condition of the shared policy algebra
 (:mod:`closedloop.policy`) over a state whose outcome is the observation;
@@ -19,9 +21,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .._exceptions import ConfigurationError
 from .._policy import Policy, PolicyState, RetryPolicy, Wait, stop_after_attempt
 from .._validation import require_int_at_least, require_non_negative
 from ..perception import Observation, ObservationStatus
+from ._acting import StormWait
 
 __all__ = ["ReadRetry", "is_transient", "wait_retry_after"]
 
@@ -84,7 +88,9 @@ class ReadRetry(Policy[str]):
     tool's error signal (its control output or its last error) is at least
     ``empty_error`` or it had a passing fault in the last ``recent_steps`` steps. ``repeats_after_fault``: how many times the model
     may propose the same read again, right after it failed with a passing fault, without
-    the repeat guard refusing it (a real loop still stops after that).
+    the repeat guard refusing it (a real loop still stops after that). ``storm``: wait out
+    a 429 with a ``Retry-After`` without counting the attempt (:class:`StormWait`; None,
+    the default: a 429 is a passing fault like a 5xx).
     """
 
     enabled: bool = True
@@ -94,8 +100,11 @@ class ReadRetry(Policy[str]):
     empty_error: float = 0.5
     recent_steps: int = 3
     repeats_after_fault: int = 2
+    storm: StormWait | None = None
 
     def __post_init__(self) -> None:
+        if self.storm is not None and not isinstance(self.storm, StormWait):
+            raise ConfigurationError("storm", self.storm, "must be a StormWait or None")
         require_non_negative("max_backoff_s", self.max_backoff_s)
         require_non_negative("empty_error", self.empty_error)
         require_int_at_least("recent_steps", self.recent_steps, 0)
@@ -112,6 +121,20 @@ class ReadRetry(Policy[str]):
     def should_retry(self, observation: Observation) -> bool:
         """Whether this answer is a passing fault this policy asks again."""
         return self(PolicyState(outcome=observation)) is not None
+
+    def storm_delay_s(self, observation: Observation) -> float | None:
+        """How long this answer is waited out as a 429 storm (``storm`` set, a 429 with a
+        ``Retry-After``), or None: it is not."""
+        after = observation.retry_after_s
+        if (
+            self.storm is None
+            or not self.enabled
+            or observation.status is not ObservationStatus.RATE_LIMITED
+            or after is None
+            or after < 0
+        ):
+            return None
+        return self.storm.delay_s(after)
 
     def wait(self, scheduled_ms: float) -> Wait:
         """The wait before the next attempt, given the delay the controller scheduled."""

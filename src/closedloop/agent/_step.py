@@ -60,6 +60,7 @@ from ..execution import OutcomeStatus
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._actuators import FINAL, Actuators, ControlUpdate, act_key
+from ._early import early_handover
 from ._handover import freeze
 from ._inflight import race
 from ._observe import absorb
@@ -483,6 +484,8 @@ class Step:
         if run.control.protocol is Protocol.MANUAL_HANDOVER:
             reason = f"f_est {run.control.f_est:.2f} reached the manual-handover level"
             return await self.handover(reply, key, phase, reason)
+        if (early := early_handover(run, reply.proposal.call)) is not None:
+            return await self.handover(reply, key, phase, early)
         errors = self.validate(reply)
         if errors:
             return await self.refuse(reply, key, errors, phase, judge)
@@ -801,6 +804,8 @@ class Step:
             "model_u": reply.u,
             "proposed_by": "model" if reply.ruled_by is None else f"rule:{reply.ruled_by}",
         }
+        if acted := run.tool_io.take_acted():  # actions taken on an estimate (_acting.py)
+            actuators["acted"] = acted
         notes = list(outcome.notes) if self.gate_note is None else [self.gate_note, *outcome.notes]
         lyapunov = ctl.lyapunov
         return StepRecord(

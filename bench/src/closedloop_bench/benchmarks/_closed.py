@@ -12,7 +12,9 @@ answer that lost its key fields (``partial``: schema drift) raises, so the execu
 retries it with the PID-scheduled delay, within the same attempt budget as the baselines;
 the last attempt's answer, whatever it is, goes to the model. Effects run as the
 toolkit's action contracts (ledger keys, preconditions, reconcilers). ``closedloop_pid``
-keeps the protocol at ``normal``; ``closedloop_adrc`` lets the ESO raise it.
+keeps the protocol at ``normal``; ``closedloop_adrc`` lets the ESO raise it. ``closedloop_acting`` and
+``closedloop_ignoring`` are the budget row with the actions on the estimate
+(:func:`acting_config`) on, or off with the same estimates kept.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from closedloop.agent import (
     Agent,
     ContextSettings,
     ControlConfig,
+    EarlyHandover,
     HaltReason,
     HealthSettings,
     ModelSettings,
@@ -36,6 +39,7 @@ from closedloop.agent import (
     RunLimits,
     RunResult,
     Runtime,
+    StormWait,
     Tool,
     TraceSink,
     as_tool,
@@ -55,13 +59,14 @@ from closedloop.policy import (
 )
 
 from ..reference import DOMAIN_TOOLS, Answer, WorldTools
-from ._strategies import LABELS, Episode, Outcome
+from ._strategies import LABELS, Episode, Limits, Outcome
 
 __all__ = [
     "FIXED_U",
     "PLANNERS",
     "READ_RETRY",
     "ClosedLoopAgent",
+    "acting_config",
     "budget_config",
     "closed_loop_tools",
     "control_config",
@@ -208,6 +213,24 @@ def budget_config(config: ControlConfig, *, attempts: int) -> ControlConfig:
     return dataclasses.replace(config, schedule=schedule, health=HealthSettings())
 
 
+def acting_config(
+    config: ControlConfig, read_retry: ReadRetry, *, act: bool
+) -> tuple[ControlConfig, ReadRetry]:
+    """The budget row's ``config`` and ``read_retry`` with the actions on the estimate on
+    (``act``) or off, nothing else changed. On: a 429 with ``Retry-After`` is waited out
+    without spending an attempt (:class:`~closedloop.agent.StormWait`), an open breaker
+    refuses calls, and the task is handed over early when f_est or an open breaker says
+    it cannot finish (:class:`~closedloop.agent.EarlyHandover`). Off: the same breakers,
+    latencies and f_est are kept and recorded, and nothing is done with them."""
+    health = config.health or HealthSettings()
+    control = dataclasses.replace(
+        config,
+        health=dataclasses.replace(health, refuse_open=act),
+        early_handover=EarlyHandover() if act else None,
+    )
+    return control, dataclasses.replace(read_retry, storm=StormWait() if act else None)
+
+
 def control_config(*, adrc: bool, attempts: int) -> ControlConfig:
     """The loop's defaults, with the retry budget every strategy shares."""
     extra = attempts - 1
@@ -251,7 +274,8 @@ class ClosedLoopAgent:
     replaces the ReAct agent this class builds (``builder(episode, control)``). ``fixed``
     freezes every actuator at :data:`FIXED_U`; ``gate`` adds the confidence gate
     (:class:`~closedloop.decision.RuleGate`): a known cause's rule makes the next call
-    itself when it is confident enough.
+    itself when it is confident enough. ``acting``: None leaves the estimates as the
+    budget row uses them; True or False applies :func:`acting_config` on top of it.
     """
 
     def __init__(
@@ -263,6 +287,7 @@ class ClosedLoopAgent:
         fixed: bool = False,
         gate: bool = False,
         budget: bool = False,
+        acting: bool | None = None,
         name: str | None = None,
     ) -> None:
         if planner not in PLANNERS:
@@ -272,6 +297,7 @@ class ClosedLoopAgent:
         self.fixed = fixed
         self.gate = gate
         self.budget = budget
+        self.acting = acting
         self.name = name or ("closedloop_adrc" if adrc else "closedloop_pid")
         if self.name not in LABELS:
             raise ConfigurationError("name", self.name, f"known: {', '.join(LABELS)}")
@@ -287,19 +313,26 @@ class ClosedLoopAgent:
             return "react"
         return wanted
 
-    def agent(self, episode: Episode) -> Agent:
-        """The agent of one episode."""
-        limits = episode.limits
+    def settings(self, limits: Limits) -> tuple[ControlConfig, ReadRetry]:
+        """The control configuration and read retry of an episode's agent under ``limits``."""
         control = control_config(adrc=self.adrc, attempts=limits.attempts)
+        read_retry = READ_RETRY
         if self.budget:
             control = budget_config(control, attempts=limits.attempts)
         if self.fixed:
             control = fixed_config(control)
         if self.gate:
             control = dataclasses.replace(control, rule_gate=RuleGate())
+        if self.acting is not None:
+            control, read_retry = acting_config(control, read_retry, act=self.acting)
+        return control, read_retry
+
+    def agent(self, episode: Episode) -> Agent:
+        """The agent of one episode."""
+        control, read_retry = self.settings(episode.limits)
         if self.builder is not None:
             return self.builder(episode, control)
-        return react_agent(episode, control)
+        return react_agent(episode, control, read_retry=read_retry)
 
     async def _reference(self, episode: Episode) -> RunResult:
         build = reference_builder(episode.task.domain)

@@ -68,6 +68,8 @@ STRATEGY_NAMES = (
     "closedloop_model_fixed",
     "closedloop_model_gate",
     "closedloop_budget",
+    "closedloop_acting",
+    "closedloop_ignoring",
 )
 """The built-in strategies, in the order reports list them."""
 
@@ -84,6 +86,9 @@ LABELS = {
     "closedloop_model_fixed": "closedloop, model every step, controller off",
     "closedloop_model_gate": "closedloop, rules first past a confidence gate, PID",
     "closedloop_budget": "closedloop, the budget by the controller (retries from u, breaker, gate)",
+    "closedloop_acting": "closedloop, the budget row acting on its estimates (storm wait, "
+    "breaker, early handover)",
+    "closedloop_ignoring": "closedloop, the budget row with the same estimates, not acted on",
 }
 
 
@@ -212,6 +217,16 @@ def get_strategy(name: str, *, planner: str = "auto") -> BenchStrategy:
         # budget when the error is high), no calls into a tool its breaker takes as down,
         # and a known cause's rule making the repeat without the model.
         return ClosedLoopAgent(adrc=False, planner="react", budget=True, gate=True, name=name)
+    if name in ("closedloop_acting", "closedloop_ignoring"):
+        from ._closed import ClosedLoopAgent
+
+        # The budget row, with one change between the two: the actions on the estimate
+        # (wait out a 429 storm, no call into an open breaker, an early handover) on, or
+        # off with the same estimates computed and recorded.
+        acting = name == "closedloop_acting"
+        return ClosedLoopAgent(
+            adrc=False, planner="react", budget=True, gate=True, acting=acting, name=name
+        )
     raise ConfigurationError("strategy", name, f"known: {', '.join(STRATEGY_NAMES)}")
 
 

@@ -80,8 +80,8 @@ class DemoConfig:
     (1 is fastest on loaded cores); ``results`` is a second path for the report JSON.
     """
 
-    tasks: int = 6
-    tool_tasks: int = 12
+    tasks: int = 2
+    tool_tasks: int = 5
     threads: int | None = None
     results: Path | None = None
     model: str = "local:qwen2.5-coder-0.5b"

@@ -91,7 +91,7 @@ def _agents(
 @app.callback()
 def demo(
     ctx: typer.Context,
-    tasks: TasksOption = 6,
+    tasks: TasksOption = 2,
     model: ModelOption = "local:qwen2.5-coder-0.5b",
     profile: ProfileOption = "seed000",
     out: OutOption = Path("runs"),
@@ -99,7 +99,7 @@ def demo(
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
     no_cache: NoCacheOption = False,
-    tool_tasks: ToolTasksOption = 12,
+    tool_tasks: ToolTasksOption = 5,
     threads: ThreadsOption = None,
     results: ResultsOption = None,
 ) -> None:
@@ -113,7 +113,7 @@ def demo(
 
 @app.command("agents")
 def agents(
-    tasks: TasksOption = 6,
+    tasks: TasksOption = 2,
     model: ModelOption = "local:qwen2.5-coder-0.5b",
     profile: ProfileOption = "seed000",
     out: OutOption = Path("runs"),
@@ -121,7 +121,7 @@ def agents(
     latency_scale: LatencyOption = 1.0,
     tool_timeout: TimeoutOption = 10.0,
     no_cache: NoCacheOption = False,
-    tool_tasks: ToolTasksOption = 12,
+    tool_tasks: ToolTasksOption = 5,
     threads: ThreadsOption = None,
     results: ResultsOption = None,
 ) -> None:

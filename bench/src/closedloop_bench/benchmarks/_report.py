@@ -359,7 +359,7 @@ def render_claims(claims: Sequence[ClaimCheck], console: Console) -> None:
     table = Table(title="the published claims, judged like for like")
     for col in (
         "claim / baseline",
-        "seed / role",
+        "published / role",
         "success % base -> treated",
         "difference, points [95 % CI]",
         "verdict",

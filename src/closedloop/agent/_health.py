@@ -126,6 +126,11 @@ class ToolHealth:
         else:
             breaker.record_success()
 
+    def trip(self, tool: str) -> None:
+        """Open ``tool``'s breaker now (a healing action said the service is down); it lets
+        a probe through after ``recovery_s`` like a breaker opened by the count."""
+        self.breaker(tool).trip()
+
     def snapshot(self) -> dict[str, dict[str, object]]:
         """Each tool's breaker state and p95 latency, for a report."""
         return {

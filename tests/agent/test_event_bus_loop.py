@@ -101,7 +101,8 @@ async def test_5xx_events_open_the_tools_breaker(clock: FakeClock) -> None:
     assert len(events) == strategies.circuit.breaker("lookup").failure_threshold
     assert world.calls == len(events)
     assert agent._health.snapshot()["lookup"]["breaker"] == "open"
-    assert any("taken as down" in str(s.observation) for s in result.steps)
+    refused = [s for s in result.steps if "taken as down" in str(s.observation)]
+    assert refused and "the event bus opened its breaker" in str(refused[0].observation)
 
 
 async def test_an_open_circuit_without_tool_health_is_recorded_and_ignored(

@@ -116,7 +116,7 @@ class BusHealing:
             if self.health is None:
                 ignored = "the agent keeps no tool health (ControlConfig(health=...))"
             else:
-                self.health.trip(tool)
+                self.health.trip(tool, "the event bus opened its breaker")
         elif kind is HealingKind.WIDEN_TIMEOUT:
             widened = action.params.get("timeout_s")
             if fixed_timeout:

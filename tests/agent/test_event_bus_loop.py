@@ -16,6 +16,7 @@ from closedloop.agent import (
     StepRecord,
     stop_on_no_progress,
 )
+from closedloop.agent._event_bus import fault_event
 from closedloop.feedback import (
     EventBus,
     FaultEvent,
@@ -214,3 +215,25 @@ def test_events_must_be_an_event_bus() -> None:
     with pytest.raises(ConfigurationError, match="events") as raised:
         Runtime(events="bus")  # type: ignore[arg-type]
     assert "'bus'" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        (Observation.failed("HTTP 502", source="lookup"), ServerError),
+        (Observation.timeout(source="lookup", timeout_s=1.0), TimeoutEvent),
+        (Observation.rate_limited(source="lookup", retry_after_s=1.0), RateLimited),
+        (Observation.partial({}, source="lookup", missing=("t",)), SchemaDrift),
+        (Observation.failed("HTTP 404", source="lookup"), None),  # a definite answer
+        (Observation.ok({"t": 1}, source="lookup"), None),
+        (Observation.empty(source="lookup"), None),
+    ],
+)
+def test_only_the_faults_the_loop_classifies_are_published(
+    answer: Observation, kind: type[FaultEvent] | None
+) -> None:
+    event = fault_event(answer, source="lookup", session_id="s1", timeout_s=2.0, latency_s=0.1)
+    assert (None if event is None else type(event)) is kind
+    if event is not None:
+        assert (event.source, event.session_id) == ("lookup", "s1")
+        assert event.detail  # the answer's error or meaning goes with it

@@ -15,8 +15,9 @@ and written into the step's record (the ``acted`` entry of its actuators):
   for the rest of the run (its next attempt included); a tool whose own action fixes its
   timeout keeps it, and the record says so.
 * ``escalate``: the run hands its task over to a human, on the loop's own handover path.
-* ``use_cache``: the loop keeps no cache of good answers to serve, so the action is
-  recorded and ignored.
+* ``use_cache``: the loop keeps no cache of good answers to serve (within a run the same
+  call is not made again after a good answer: the repeat guard refuses it), so the
+  action is recorded and ignored.
 
 No bus, no events: the loop acts on its own estimates only.
 """

@@ -17,6 +17,7 @@ from closedloop.agent import (
     stop_on_no_progress,
 )
 from closedloop.agent._event_bus import fault_event
+from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import (
     EventBus,
     FaultEvent,
@@ -164,7 +165,9 @@ async def test_repeated_drift_escalates_to_a_handover(clock: FakeClock) -> None:
     last = result.steps[-1]
     assert len(result.steps) == 2 and world.calls == 2
     assert any(a.startswith("event bus: escalate on lookup") for a in last.actuators["acted"])
-    assert any("event bus: handed over to a human" in n for n in last.notes)
+    assert any(
+        "the event bus escalated: SchemaDrift from lookup (2 times)" in n for n in last.notes
+    )
     assert last.observation is not None  # the answer that escalated is in the record
     # The loop's own handover path queued the task, the strategy its escalation entry.
     pending = await HandoverQueue(agent.store).list("pending")
@@ -237,3 +240,19 @@ def test_only_the_faults_the_loop_classifies_are_published(
     if event is not None:
         assert (event.source, event.session_id) == ("lookup", "s1")
         assert event.detail  # the answer's error or meaning goes with it
+
+
+async def test_a_tool_with_its_own_timeout_keeps_it(clock: FakeClock) -> None:
+    bus = EventBus()
+    events = heard(bus)
+    install_healing(bus, MemoryStore(), circuit_clock=clock, clock=clock)
+    world = Answers(lambda: Observation.timeout(source="lookup", timeout_s=3.0))
+    fixed = AtomicAction(
+        name="lookup", fn=world.lookup, effect=EffectClass.RECOMPUTABLE, timeout_s=3.0
+    )
+    model = scripted(*(call("lookup", city=f"city {i}") for i in range(3)))
+    _, result = await bus_run(clock, fixed, bus, model=model, max_steps=3)
+    timeouts = [e.timeout_s for e in events if isinstance(e, TimeoutEvent)]
+    assert len(timeouts) == world.calls >= 2 and set(timeouts) == {3.0}
+    widen = [a for a in acted(result.steps) if a.startswith("event bus: widen_timeout")]
+    assert widen and all("ignored: the tool's own action fixes its timeout" in a for a in widen)

@@ -127,7 +127,9 @@ class BusHealing:
             else:
                 self.floors[tool] = max(float(widened), self.floors.get(tool, 0.0))
         elif kind is HealingKind.ESCALATE:
-            self.escalation = self.escalation or action.reason
+            # EscalateToHuman's reason opens with what the handover note says already.
+            why = action.reason.removeprefix("handed over to a human: ")
+            self.escalation = self.escalation or why
         else:  # HealingKind.USE_CACHE
             ignored = "the loop keeps no cache of good answers to serve"
         entry = f"event bus: {kind.value} on {tool} ({action.reason})"

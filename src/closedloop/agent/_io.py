@@ -425,6 +425,9 @@ class ToolPort:
         ``_reads.py``), by the one retry driver of :mod:`closedloop.policy`; each retry
         goes into the returned :class:`ToolRun`.
 
+        With an event bus (``Runtime(events=...)``), each attempt's fault is published and
+        the healing actions answering it are applied (``_event_bus.py``).
+
         A reference to a secret that cannot be resolved raises
         :class:`~closedloop.SecretUnavailableError` before anything runs: the run ends
         with ``secret_unavailable``.

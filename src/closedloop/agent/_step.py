@@ -693,7 +693,9 @@ class Step:
         dumped, progress, guard = await self.observe(tool, call, observation)
         error = self.measure(tool, call, observation)
         if ran.escalation is not None:  # the event bus's answer: a human takes over
-            handed = await self.handover(reply, key, phase, f"event bus: {ran.escalation}")
+            handed = await self.handover(
+                reply, key, phase, f"the event bus escalated: {ran.escalation}"
+            )
             return replace(
                 handed,
                 step_type=acted.step_type,

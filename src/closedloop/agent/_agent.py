@@ -224,6 +224,7 @@ class Agent(Generic[OutputT]):
             read_retry=read_retry,
             ladder=ladder if ladder is not None and len(ladder) > 1 else None,
             secrets=self.secrets,
+            events=rt.events,
         )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).

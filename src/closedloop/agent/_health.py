@@ -70,6 +70,7 @@ class ToolHealth:
         self._clock = clock
         self._breakers: dict[str, CircuitBreaker] = {}
         self._latency: dict[str, LatencyTracker] = {}
+        self._tripped: dict[str, str] = {}  # tool -> why its breaker was opened from outside
 
     def breaker(self, tool: str) -> CircuitBreaker:
         found = self._breakers.get(tool)
@@ -99,10 +100,13 @@ class ToolHealth:
         if not self.settings.refuse_open or breaker.state is not CircuitState.OPEN:
             return None
         wait = max(0.0, (breaker.retry_at or self._clock()) - self._clock())
-        return (
-            f"{tool} failed {self.settings.failure_threshold} times in a row and is taken as "
-            f"down; it is tried again in {wait:.0f} s"
+        tripped = self._tripped.get(tool)
+        down = (
+            f"{tool} failed {self.settings.failure_threshold} times in a row and is taken as down"
+            if tripped is None
+            else f"{tool} is taken as down: {tripped}"
         )
+        return f"{down}; it is tried again in {wait:.0f} s"
 
     def timeout_s(self, tool: str) -> float | None:
         """The timeout the measured latency gives ``tool``, or None until it has samples."""
@@ -125,6 +129,13 @@ class ToolHealth:
             breaker.record_failure()
         else:
             breaker.record_success()
+            self._tripped.pop(tool, None)
+
+    def trip(self, tool: str, reason: str) -> None:
+        """Open ``tool``'s breaker now, for ``reason`` (a healing action said the service is
+        down); it lets a probe through after ``recovery_s`` like one opened by the count."""
+        self._tripped[tool] = reason
+        self.breaker(tool).trip()
 
     def snapshot(self) -> dict[str, dict[str, object]]:
         """Each tool's breaker state and p95 latency, for a report."""

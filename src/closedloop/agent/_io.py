@@ -53,6 +53,7 @@ from ..policy import (
     wait_fixed,
     when,
 )
+from ._event_bus import BusHealing, fault_event
 from ._health import ToolHealth
 from ._inflight import Budget, race
 from ._reads import is_transient
@@ -107,6 +108,7 @@ class ToolRun:
     outcome: ActionOutcome | None
     halt: HaltReason | None
     retries: tuple[dict[str, Any], ...] = ()
+    escalation: str | None = None  # why the event bus's answer hands the run over
 
 
 class RunContext(Protocol):
@@ -373,6 +375,8 @@ class ToolPort:
         # What the loop did on its estimates in this step (a storm waited out, a call its
         # breaker refused, an early handover): the step's record takes them (``acted``).
         self.acted: list[str] = []
+        events = run.settings.events
+        self.healing = None if events is None else BusHealing(events, run.health)
         # Asking a read again: why (the facts :meth:`run` observes), after the delay they name,
         # unless the answer in hand is the last this step can have (the wait would end
         # past the run's deadline).
@@ -421,12 +425,18 @@ class ToolPort:
         ``_reads.py``), by the one retry driver of :mod:`closedloop.policy`; each retry
         goes into the returned :class:`ToolRun`.
 
+        With an event bus (``Runtime(events=...)``), each attempt's fault is published and
+        the healing actions answering it are applied (``_event_bus.py``).
+
         A reference to a secret that cannot be resolved raises
         :class:`~closedloop.SecretUnavailableError` before anything runs: the run ends
         with ``secret_unavailable``.
         """
         run = self._run
         health = run.health
+        healing = self.healing
+        if healing is not None:
+            healing.escalation = None  # an escalation hands over the call that heard it
 
         def tool_down() -> ActionOutcome | None:
             # No request into a tool taken as down (its breaker is open).
@@ -472,7 +482,7 @@ class ToolPort:
         executor_retry = retry_if_exception_type(exclude=(*PROGRAMMING_ERRORS, ToolError))
 
         async def attempt(_: int) -> Observation | None:
-            nonlocal outcome, halt, used
+            nonlocal action, outcome, halt, used
             # The executor retries exceptions within what is left of the budget.
             retry = RetryPolicy(
                 stop_after_attempt(max(1, budget - used)), executor_wait, executor_retry
@@ -481,6 +491,8 @@ class ToolPort:
             if refused is not None:  # the breaker opened on an earlier attempt
                 outcome = refused
                 return outcome_observation(refused, tool.name, run.settings.wall_clock())
+            if healing is not None and not tool.fixed_timeout and action.timeout_s is not None:
+                action = action.with_timeout(healing.timeout_s(tool.name, action.timeout_s))
             started = run.settings.clock()
             outcome, halt = await race(
                 self.executor.execute(
@@ -498,15 +510,29 @@ class ToolPort:
                 return None
             used += max(1, outcome.attempts)
             observed = outcome_observation(outcome, tool.name, run.settings.wall_clock())
+            latency = run.settings.clock() - started
             if health is not None:
-                health.record_latency(tool.name, run.settings.clock() - started)
-            return _adopt_secrets(run.secrets, observed)
+                health.record_latency(tool.name, latency)
+            observed = _adopt_secrets(run.secrets, observed)
+            if healing is not None:
+                event = fault_event(
+                    observed,
+                    source=tool.name,
+                    session_id=run.state.session_id,
+                    timeout_s=action.timeout_s,
+                    latency_s=max(0.0, latency),
+                )
+                if event is not None:
+                    self.acted += await healing.heal(event, fixed_timeout=tool.fixed_timeout)
+            return observed
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
             # Why this answer is worth asking again (the retry slot) and after how long.
             nonlocal rechecked, storm_waits, storm_waited, used
             if observation is None or outcome is None or not (read and outcome.ok):
                 return {}
+            if healing is not None and healing.escalation is not None:
+                return {}  # the run hands over: no more attempts
             storm = policy.storm_delay_s(observation)
             if (
                 storm is not None
@@ -590,7 +616,8 @@ class ToolPort:
         key = outcome.effect_key
         if key and outcome.status not in not_run and key not in run.state.effect_keys:
             run.state.effect_keys.append(key)
-        return ToolRun(observation, outcome, None, tuple(retries))
+        escalation = None if healing is None else healing.escalation
+        return ToolRun(observation, outcome, None, tuple(retries), escalation)
 
     def _doubtful(self, tool: str, u: float) -> bool:
         """Whether an empty answer of ``tool`` might be a fault's: a high error signal (the

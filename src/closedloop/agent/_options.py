@@ -24,6 +24,7 @@ from .._validation import (
     require_positive,
     require_temperature,
 )
+from ..feedback import EventBus
 from ..models import Model
 from ._review import ModelReviewer, Reviewer
 from ._stop import StopPolicy, stop_on_no_progress, stop_on_repeats
@@ -220,13 +221,17 @@ class Runtime:
     ``clock`` measures the run's time (deadlines, ``dt``), ``wall_clock`` stamps
     observations, ``sleep`` waits between retries and for the deadline. ``trace_dir`` is
     where a run's default JSONL trace goes (default: the runs folder under
-    ``CLOSEDLOOP_HOME``).
+    ``CLOSEDLOOP_HOME``). ``events`` is an :class:`~closedloop.feedback.EventBus` the
+    tool port publishes each failed attempt's fault event on (a 5xx, a timeout, a 429, a
+    drifted answer), applying the healing actions its handlers answer with; None, the
+    default: no events, the loop acts on its own estimates only.
     """
 
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     trace_dir: str | os.PathLike[str] | None = None
+    events: EventBus | None = None
 
     def __post_init__(self) -> None:
         for name in ("clock", "wall_clock", "sleep"):
@@ -235,3 +240,5 @@ class Runtime:
                 raise ConfigurationError(name, value, "must be callable")
         if self.trace_dir is not None and not isinstance(self.trace_dir, str | os.PathLike):
             raise ConfigurationError("trace_dir", self.trace_dir, "must be a path or None")
+        if self.events is not None and not isinstance(self.events, EventBus):
+            raise ConfigurationError("events", self.events, "must be an EventBus or None")

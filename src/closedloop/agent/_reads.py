@@ -27,10 +27,16 @@ from .._validation import require_int_at_least, require_non_negative
 from ..perception import Observation, ObservationStatus
 from ._acting import StormWait
 
-__all__ = ["ReadRetry", "is_transient", "wait_retry_after"]
+__all__ = ["ReadRetry", "http_status", "is_transient", "wait_retry_after"]
 
 _HTTP = re.compile(r"\bHTTP (\d{3})\b")
 _UNREACHABLE = ("could not be reached", "connection refused", "connection reset", "unreachable")
+
+
+def http_status(observation: Observation) -> int | None:
+    """The HTTP status a failed answer names (``HTTP 503`` in its error or meaning), or None."""
+    code = _HTTP.search(f"{observation.error or ''} {observation.meaning}")
+    return None if code is None else int(code.group(1))
 
 
 def is_transient(observation: Observation) -> bool:
@@ -44,11 +50,10 @@ def is_transient(observation: Observation) -> bool:
         return True
     if status not in (ObservationStatus.ERROR, ObservationStatus.STALE):
         return False
-    text = f"{observation.error or ''} {observation.meaning}"
-    code = _HTTP.search(text)
+    code = http_status(observation)
     if code is not None:
-        return int(code.group(1)) >= 500
-    lowered = text.lower()
+        return code >= 500
+    lowered = f"{observation.error or ''} {observation.meaning}".lower()
     return status is ObservationStatus.ERROR and any(m in lowered for m in _UNREACHABLE)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..execution import Secret
+from ..feedback import EventBus
 from ..models import Model, ModelLadder
 from ._control import ControlConfig
 from ._projection import ProjectionOptions
@@ -55,3 +56,4 @@ class LoopSettings:
     read_retry: ReadRetry = field(default_factory=ReadRetry)
     ladder: ModelLadder | None = None  # the model ladder; ``model`` is its cheapest rung
     secrets: tuple[Secret, ...] = ()  # resolved at call time by the tool port
+    events: EventBus | None = None  # fault events published, healing actions applied

@@ -692,6 +692,18 @@ class Step:
         observation = ran.observation
         dumped, progress, guard = await self.observe(tool, call, observation)
         error = self.measure(tool, call, observation)
+        if ran.escalation is not None:  # the event bus's answer: a human takes over
+            handed = await self.handover(
+                reply, key, phase, f"the event bus escalated: {ran.escalation}"
+            )
+            return replace(
+                handed,
+                step_type=acted.step_type,
+                settings=settings,
+                retries=ran.retries,
+                error=error,
+                observation=dumped,
+            )
         retry_notes = (
             [
                 f"{tool.name} was asked {len(ran.retries)} more time(s) after a passing fault "

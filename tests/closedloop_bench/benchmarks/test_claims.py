@@ -21,18 +21,12 @@ from closedloop_bench.benchmarks._lambda import lambda_curves, plot_lambda, prof
 from closedloop_bench.benchmarks._report import render_faults
 from closedloop_bench.benchmarks._stats import difference, wilson_interval
 
+from .test_report import row as report_row
+
 
 def row(strategy: str, steps: int, success: bool, **extra: object) -> EpisodeResult:
-    values: dict[str, object] = {
-        "strategy": strategy, "profile": "seed000", "steps": steps, "task_id": f"t{steps}",
-        "domain": "weather", "template": "x", "impossible": False, "repetition": 0,
-        "fault_seed": 1, "success": success, "reason": "", "halt": "final", "loop_steps": steps,
-        "handed_over": False, "oracle_solvable": True, "model_calls": steps + 1,
-        "prompt_tokens": 10, "completion_tokens": 5, "latency_s": 1.0, "wall_s": 1.0,
-        "requests": steps, "planner": "react",
-    }  # fmt: skip
-    values.update(extra)
-    return EpisodeResult.model_validate(values)
+    """The report tests' episode, planned by the model: the frozen row is paired by planner."""
+    return report_row(strategy, steps, success, **{"planner": "react", **extra})
 
 
 def cell(strategy: str, steps: int, wins: int, n: int, **extra: object) -> list[EpisodeResult]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._claims import mean
 from ._report import EpisodeResult, LambdaCurve, LambdaPoint, OnVsFrozen
@@ -53,6 +54,22 @@ def lambda_curves(rows: Sequence[EpisodeResult]) -> list[LambdaCurve]:
     return out
 
 
+def _bars(axes: Any, points: Sequence[tuple[float, float, float, float]], label: str) -> None:
+    """One curve of (x, value, low, high) fractions, drawn in points with its interval."""
+    axes.errorbar(
+        [x for x, _, _, _ in points],
+        [100 * v for _, v, _, _ in points],
+        yerr=[
+            [100 * (v - lo) for _, v, lo, _ in points],
+            [100 * (hi - v) for _, v, _, hi in points],
+        ],
+        marker="o",
+        markersize=3,
+        capsize=2,
+        label=label,
+    )
+
+
 def plot_lambda(
     curves: Sequence[LambdaCurve], pairs: Sequence[OnVsFrozen], path: Path
 ) -> Path | None:
@@ -70,18 +87,7 @@ def plot_lambda(
             line = sorted((float(k), p) for k, p in curve.points[name].items())
             # A small sideways shift per strategy keeps equal curves visible.
             shift = (i - (len(names) - 1) / 2) * 0.004
-            left.errorbar(
-                [x + shift for x, _ in line],
-                [100 * p.success for _, p in line],
-                yerr=[
-                    [100 * (p.success - p.ci_low) for _, p in line],
-                    [100 * (p.ci_high - p.success) for _, p in line],
-                ],
-                marker="o",
-                markersize=3,
-                capsize=2,
-                label=name,
-            )
+            _bars(left, [(x + shift, p.success, p.ci_low, p.ci_high) for x, p in line], name)
         left.set_ylim(-3, 103)
         left.set_xlabel("onset rate λ (per request)")
         left.set_ylabel("success % (95 % Wilson interval)")
@@ -95,17 +101,10 @@ def plot_lambda(
                 for p in mine
                 if p.strategy == strategy
             )
-            right.errorbar(
-                [x for x, _ in line2],
-                [100 * p.difference for _, p in line2],
-                yerr=[
-                    [100 * (p.difference - p.ci_low) for _, p in line2],
-                    [100 * (p.ci_high - p.difference) for _, p in line2],
-                ],
-                marker="o",
-                markersize=3,
-                capsize=2,
-                label=f"{strategy} − {line2[0][1].frozen}",
+            _bars(
+                right,
+                [(x, p.difference, p.ci_low, p.ci_high) for x, p in line2],
+                f"{strategy} − {line2[0][1].frozen}",
             )
         right.axhline(0, color="black", linewidth=0.8)
         right.set_xlabel("onset rate λ (per request)")

@@ -2,13 +2,13 @@
 # Both set everything up on a fresh machine; later runs reuse .venv and the model cache.
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,models,local,server,langgraph,refine,plots,otel,redis,ray,mcp,docs
 BENCH_EXTRAS ?= langgraph,ray,adversarial
 
-.PHONY: all setup system-deps test lint typecheck docs pytest demo bench models clean
+.PHONY: all setup system-deps test lint typecheck docs pytest demo bench-demo bench models clean
 
 all: test
 
@@ -50,7 +50,16 @@ pytest: $(STAMP)
 
 test: setup lint typecheck docs pytest
 
+# The main job on the embedded defaults. Its report goes to the run folder it prints
+# (runs/<id>/, ignored by git): a user's run never rewrites a committed file.
+# DEMO_ARGS passes options through (`make demo DEMO_ARGS="--tool-tasks 12"`).
+DEMO_ARGS ?=
 demo: $(STAMP) models
+	$(BIN)/closedloop demo $(DEMO_ARGS)
+
+# Rewrites the committed results the README's and the benchmarks' demo tables quote
+# (bench/results/demo.json): run it on an idle machine, then update those tables.
+bench-demo: $(STAMP) models
 	$(BIN)/closedloop demo --results bench/results/demo.json
 
 bench: setup

@@ -35,7 +35,10 @@ ThreadsOption = Annotated[
     int | None, typer.Option(help="Threads for a local model (1 is fastest on loaded cores).")
 ]
 ResultsOption = Annotated[
-    Path | None, typer.Option(help="Also write the report JSON here (make demo: bench/results).")
+    Path | None,
+    typer.Option(
+        help="Also write the report JSON here (make bench-demo: bench/results/demo.json)."
+    ),
 ]
 ModelOption = Annotated[
     str, typer.Option(help="Model spec (test:oracle: the deterministic test model).")

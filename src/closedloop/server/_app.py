@@ -43,6 +43,7 @@ from ._http import (
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
+from ._recovery import recover_orphaned_runs
 from ._registry import default_registry
 from ._runs import RunManager
 from ._scrubbed import ScrubbedJSONResponse
@@ -136,6 +137,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         )
         if service.dispatcher is not None:
             await service.dispatcher.start()
+        try:
+            await recover_orphaned_runs(service)
+        except ClosedLoopError as exc:  # the store is away: the service still answers
+            _log.warning("recovery at start failed: %s", exc)
         try:
             yield
         finally:

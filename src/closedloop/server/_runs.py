@@ -49,6 +49,16 @@ from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "SETTLED", "RunManager", "agent_session", "run_key", "run_key_of"]
 
+RAISED_HALTS = frozenset(
+    {
+        HaltReason.ERROR,
+        HaltReason.SECRET_UNAVAILABLE,
+        HaltReason.MODEL_UNAVAILABLE,
+        HaltReason.MODEL_UNREACHABLE,
+    }
+)
+"""Halts that something raised inside the run: its record's status is ``error``."""
+
 SETTLED = ("waiting", "ended", "error")
 """What :meth:`RunManager.continue_run` answers when it executes nothing: the run waits on
 a person, had ended, or could not be rebuilt (its record says why)."""
@@ -516,7 +526,7 @@ class RunManager:
         status = "handover" if frozen and not rejected else "done"
         if halt is HaltReason.CANCELLED:
             status = "cancelled"
-        elif halt in (HaltReason.ERROR, HaltReason.SECRET_UNAVAILABLE):  # raised in the run
+        elif halt in RAISED_HALTS:  # raised in the run
             status = "error"
         changes = {
             "status": status,

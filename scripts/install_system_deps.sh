@@ -4,11 +4,12 @@
 # dashboard's real-browser test drives them; no browser is ever downloaded by a tool),
 # redis-server (the Redis store's tests start their own server on a free loopback port),
 # nodejs (the dashboard's plain-language script runs in node), and curl and jq (the shell
-# sessions of the README and the docs run as written).
+# sessions of the README and the docs run as written), git and make (the two commands are
+# run on a clean clone of the tree).
 # Idempotent and quiet when everything is already installed; needs root (or sudo) otherwise.
 set -euo pipefail
 
-packages=(chromium chromium-driver redis-server nodejs curl jq)
+packages=(chromium chromium-driver redis-server nodejs curl jq git make)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -204,6 +204,8 @@ PACKAGE_OF = {
     "curl": "curl",
     "jq": "jq",
     "bash": "bash",
+    "git": "git",
+    "make": "make",
 }
 
 

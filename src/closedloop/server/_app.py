@@ -32,6 +32,7 @@ from ._handover_api import router as handover_router
 from ._http import (
     ApiError,
     BodyLimitMiddleware,
+    JsonBodyMiddleware,
     MetricsMiddleware,
     api_error_handler,
     http_exception_handler,
@@ -174,6 +175,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(ModelNotAvailableError, model_unavailable_handler)
     app.add_exception_handler(Exception, unexpected_handler)
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
     app.add_middleware(WorkerHeaderMiddleware)

@@ -45,3 +45,27 @@ async def test_a_model_not_on_disk_answers_503_with_the_pull_command(
     answer = response.json()
     assert answer["error"] == "model_unavailable"
     assert "closedloop models pull smollm2-135m" in answer["detail"]
+
+
+async def test_a_body_that_is_not_json_answers_415(harness: Harness) -> None:
+    alice = harness.client("alice")
+    for content_type in ("application/x-www-form-urlencoded", "text/plain", None):
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        answer = await alice.post("/v1/sessions", content=b"ttl_s=60", headers=headers)
+        assert answer.status_code == 415, (content_type, answer.text)
+        assert answer.json()["error"] == "unsupported_media_type"
+        assert "application/json" in answer.json()["detail"]
+    ok = await alice.post(
+        "/v1/sessions", content=b"{}", headers={"Content-Type": "application/json; charset=utf-8"}
+    )
+    assert ok.status_code == 201, ok.text
+    assert (await alice.post("/v1/sessions")).status_code == 201  # no body: nothing to type
+
+
+async def test_an_unknown_agent_is_a_422_with_its_problem(harness: Harness) -> None:
+    alice = harness.client("alice")
+    sid = (await alice.post("/v1/sessions", json={})).json()["id"]
+    answer = await alice.post(f"/v1/sessions/{sid}/runs", json={"agent": "nope", "task": "x"})
+    assert answer.status_code == 422
+    (problem,) = answer.json()["problems"]
+    assert problem["where"] == "body.agent" and "not registered" in problem["problem"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -154,3 +155,27 @@ async def test_suggested_fixes_come_only_from_the_same_keys_runs(harness: Harnes
     bob_run = (await _run(bob, b_sid, b_rid))["agent_run_id"]
     detail = (await bob.get(f"/v1/handovers/{b_hid}")).json()["audit"]["suggested_fix_detail"]
     assert detail["run_id"] == bob_run != alice_run
+
+
+async def test_a_run_waiting_on_a_person_ends_its_stream_with_waiting(harness: Harness) -> None:
+    alice = harness.client("alice")
+    sid, rid, hid = await _frozen(harness)
+    # A stream left open would never finish this request: bounded, it fails instead.
+    answer = await asyncio.wait_for(alice.get(f"/v1/sessions/{sid}/runs/{rid}/events"), 30)
+    events = sse_messages(answer.text)
+    kind, data, _ = events[-1]  # the response ended: the stream was closed, not left open
+    assert kind == "waiting" and data["status"] == "handover" and data["handover_id"] == hid
+    assert data["waiting_for"] == "handover_decision"
+    assert "end" not in [e for e, _, _ in events]
+    # After the decision, the same subscription resumes where it stopped and ends.
+    last_step = max(int(i) for e, _, i in events if e == "step" and i is not None)
+    await alice.post(f"/v1/handovers/{hid}/approve", json={})
+    await harness.settle()
+    after = (
+        await alice.get(
+            f"/v1/sessions/{sid}/runs/{rid}/events", headers={"Last-Event-ID": str(last_step)}
+        )
+    ).text
+    resumed = sse_messages(after)
+    assert resumed[-1][0] == "end" and resumed[-1][1]["status"] == "done"
+    assert next(d["step"] for e, d, _ in resumed if e == "step") == last_step + 1

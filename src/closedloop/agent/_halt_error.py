@@ -12,7 +12,14 @@ from __future__ import annotations
 import traceback
 from types import TracebackType
 
-from .._exceptions import OutputValidationError, SecretUnavailableError
+from .._exceptions import (
+    ModelAuthError,
+    ModelLoadError,
+    ModelNotAvailableError,
+    ModelUnreachableError,
+    OutputValidationError,
+    SecretUnavailableError,
+)
 from ..execution import PROGRAMMING_ERRORS, AtomicAction
 from ..feedback._store import BaseStore
 from ..models import Model
@@ -61,6 +68,10 @@ async def end_with_error(run: Run, exc: BaseException) -> RunError:
     halt = HaltReason.ERROR
     if isinstance(exc, SecretUnavailableError):  # a named end: the caller's setup, not a bug
         halt, message = HaltReason.SECRET_UNAVAILABLE, f"secret unavailable: {exc}"
+    elif isinstance(exc, ModelUnreachableError):
+        halt, message = HaltReason.MODEL_UNREACHABLE, f"model unreachable: {exc}"
+    elif isinstance(exc, ModelNotAvailableError | ModelLoadError | ModelAuthError):
+        halt, message = HaltReason.MODEL_UNAVAILABLE, f"model unavailable: {exc}"
     if run.result is None:
         run.sink = _WithError(run.sink, error)  # the trace's result carries the error too
         try:

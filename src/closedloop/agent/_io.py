@@ -26,6 +26,7 @@ from .._exceptions import (
     ModelError,
     ModelLoadError,
     ModelNotAvailableError,
+    ModelUnreachableError,
     RealModelCallBlockedError,
     SchemaCompileError,
     ToolError,
@@ -78,9 +79,14 @@ FATAL_MODEL_ERRORS: tuple[type[BaseException], ...] = (
     ModelNotAvailableError,
     ModelLoadError,
     ModelAuthError,
+    ModelUnreachableError,
     RealModelCallBlockedError,
 )
-"""Model errors no further step can cure: the run ends with ``error`` and they propagate."""
+"""Model errors no further step can cure: they propagate and the run ends with its own
+halt (``model_unavailable``, ``model_unreachable``; ``error`` for a blocked real call). A
+server that cannot be reached is one of them: the client has already retried the
+connection, and a loop of steps that cannot call the model would only end in its step
+limit, hiding why."""
 
 Usage = dict[str, float]
 """A step's model usage while it adds up: calls, prompt and completion tokens, cost."""

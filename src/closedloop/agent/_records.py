@@ -45,6 +45,12 @@ class HaltReason(StrEnum):
     SECRET_UNAVAILABLE = "secret_unavailable"
     """A tool call referred to a secret that could not be resolved (unknown, or its
     resolver failed); the result's ``error`` names it."""
+    MODEL_UNAVAILABLE = "model_unavailable"
+    """The model cannot answer at all: its file is not on disk or cannot be loaded, or its
+    server refused the credentials; the result's ``error`` names the fix."""
+    MODEL_UNREACHABLE = "model_unreachable"
+    """The model's server could not be reached (after the client's own retries); the
+    result's ``error`` names the address."""
 
 
 class _Frozen(BaseModel):

@@ -20,6 +20,7 @@ from .._exceptions import ConfigurationError, SessionNotFoundError, StateError
 from ._keys import StoreOption, store_url
 
 _out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _import_agents(specs: list[str]) -> None:
@@ -138,16 +139,18 @@ def _queue_url(queue: str, store: str | None) -> str | None:
 
 
 def _check_model(model: str | None) -> None:
-    """Refuse to start on a model spec that cannot resolve, instead of answering every run
-    with an error that looks like the client's fault."""
-    if model is None:
-        return
-    from ..models import parse_model_spec
+    """Refuse to start on a model spec that cannot resolve, or whose file or key is missing,
+    instead of answering every run with an error that looks like the client's fault. An
+    unreachable server may come back: it only makes ``/readyz`` answer 503."""
+    from ..server._readiness import model_problem_at_start
 
-    try:
-        parse_model_spec(model)
-    except ConfigurationError as exc:
-        raise typer.BadParameter(exc.reason, param_hint="--model") from None
+    problem = model_problem_at_start(model)
+    if problem.ok:
+        return
+    if model is not None:  # the model asked for is missing its file or key
+        raise typer.BadParameter(problem.detail, param_hint="--model")
+    # The default model: agents that bring their own still run; /readyz says what is missing.
+    _err.print(f"warning: the default model is not ready: {problem.detail}", markup=False)
 
 
 def _check_store(url: str | None) -> None:

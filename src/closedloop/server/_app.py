@@ -1,7 +1,7 @@
 """``create_app(settings)``: the FastAPI app of ``closedloop serve``.
 
 Routes: ``/v1/sessions`` (and runs inside them), ``/v1/runs``, ``/v1/handovers``,
-``/v1/agents``, ``/v1/me``; ``/metrics`` and ``/healthz`` without a key; the dashboard
+``/v1/agents``, ``/v1/me``; ``/metrics``, ``/healthz`` (liveness) and ``/readyz`` (readiness) without a key; the dashboard
 at ``/``. Everything but the executing asyncio tasks lives in the state store, each
 key's part under its own scope (:class:`ScopedStore`).
 """
@@ -32,6 +32,7 @@ from ._handover_api import router as handover_router
 from ._http import (
     ApiError,
     BodyLimitMiddleware,
+    JsonBodyMiddleware,
     MetricsMiddleware,
     api_error_handler,
     http_exception_handler,
@@ -43,6 +44,8 @@ from ._http import (
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
+from ._readiness import model_check, store_check
+from ._recovery import recover_orphaned_runs
 from ._registry import default_registry
 from ._runs import RunManager
 from ._scrubbed import ScrubbedJSONResponse
@@ -137,6 +140,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         if service.dispatcher is not None:
             await service.dispatcher.start()
         try:
+            await recover_orphaned_runs(service)
+        except ClosedLoopError as exc:  # the store is away: the service still answers
+            _log.warning("recovery at start failed: %s", exc)
+        try:
             yield
         finally:
             if gc_task is not None:
@@ -168,6 +175,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(ModelNotAvailableError, model_unavailable_handler)
     app.add_exception_handler(Exception, unexpected_handler)
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
     app.add_middleware(WorkerHeaderMiddleware)
@@ -190,6 +198,21 @@ def _add_service_routes(app: FastAPI) -> None:
                 {"status": "degraded", "store": type(exc).__name__}, status_code=503
             )
         return JSONResponse({"status": "ok", "store": "ok", "runs_here": service.runs.local_runs})
+
+    @app.get("/readyz", tags=["service"])
+    async def readyz(service: Annotated[Service, Depends(service_of)]) -> JSONResponse:
+        """Readiness: the store takes a write and the model can answer (its file on disk or
+        its server reachable, its key present); 503 naming what to fix when not."""
+        checks = {
+            "store": await store_check(service.store),
+            "model": await model_check(service.settings.model),
+        }
+        ready = all(c.ok for c in checks.values())
+        body = {
+            "status": "ready" if ready else "not_ready",
+            "checks": {name: c.as_dict() for name, c in checks.items()},
+        }
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["service"])
     async def metrics(service: Annotated[Service, Depends(service_of)]) -> Response:

@@ -7,12 +7,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from .._exceptions import ConfigurationError, ModelNotAvailableError
 from ..feedback import StateStore
 from ..models import DEFAULT_MODEL, Model, load_model
 from ._auth import ApiKeys, Principal
 from ._http import ApiError
 from ._metrics import ServiceMetrics
 from ._ratelimit import RateLimiter, retry_after_header
+from ._readiness import model_problem_at_start
 from ._registry import AgentRegistry
 from ._runs import RUNS, RunManager
 from ._scoped import ScopedStore
@@ -60,9 +62,14 @@ class Service:
         """The model agents run on (loaded once, at the first run)."""
         if self._model is None:
             chosen = self.settings.model
-            self._model = load_model(
-                chosen if isinstance(chosen, str) else f"local:{DEFAULT_MODEL}"
-            )
+            spec = chosen if isinstance(chosen, str) else f"local:{DEFAULT_MODEL}"
+            try:
+                self._model = load_model(spec)
+            except ConfigurationError as exc:
+                # The service's setup, not the caller's request: 503, never 422.
+                problem = model_problem_at_start(spec)
+                detail = problem.detail if not problem.ok else f"{spec}: {exc.reason}"
+                raise ModelNotAvailableError(detail) from None
         return self._model
 
     async def collect_garbage(self) -> int:

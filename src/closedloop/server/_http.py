@@ -225,6 +225,43 @@ class BodyLimitMiddleware:
         await response(scope, receive, send)
 
 
+_BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+class JsonBodyMiddleware:
+    """Refuse a request body that is not declared JSON with 415 (RFC 9110 §15.5.16): the
+    API reads JSON only, and a form or text body is the caller's mistake of media type,
+    not a malformed request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method", "").encode() in _BODY_METHODS:
+            headers = dict(scope.get("headers", ()))
+            declared = headers.get(b"content-type", b"").decode("latin-1")
+            # A declared length with no type, or any type but JSON; a streamed body with
+            # no type is left to the size limit and the JSON decoder.
+            sized = headers.get(b"content-length", b"0") not in (b"0", b"")
+            if (declared or sized) and not _is_json(declared):
+                got = declared or "no Content-Type"
+                response = error_response(
+                    415,
+                    "unsupported_media_type",
+                    f"the body must be JSON: send Content-Type: application/json (got {got})",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 # The method label comes from the client: anything outside this set would let a caller
 # mint a new time series per request, so it is counted as "other".
 _KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

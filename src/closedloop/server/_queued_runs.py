@@ -10,17 +10,13 @@ that run and writes nothing more to its record: the run is the other's now.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import ConfigurationError
 from ..feedback import StateStore
-from ..feedback._handover import redact
 from ._dispatch import QueuedRun, RunQueue
 from ._run_records import run_key, store_scope
-from ._runs import RunManager, _HubSink, _log
-from ._takeover import next_move
+from ._runs import SETTLED, RunManager, _HubSink, _log
 
 __all__ = ["QueuedRunManager"]
 
@@ -63,30 +59,12 @@ class QueuedRunManager(RunManager):
         if run.get("status") != "running":
             await self.queue.ack(entry.entry_id)
             return "ended"
-        move = await next_move(store, run)
-        if move.how in ("waiting", "ended"):
-            await self.update(store, key, move.changes)
+        how = await self.continue_run(store, run, taken_over=entry.taken_over)
+        if how in SETTLED:
             await self.queue.ack(entry.entry_id)
-            return move.how
-        recover, handover_id = move.how == "recover", move.handover_id
-        try:
-            key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=recover)
-        except ConfigurationError as exc:
-            message = redact(f"could not take the run over: {exc}")
-            failed = {"status": "error", "halt_reason": "error", "success": False}
-            await self.update(store, key, {**failed, "message": message})
-            await self.queue.ack(entry.entry_id)
-            return "error"
-        changes: dict[str, Any] = {"worker": os.getpid()}
-        if entry.taken_over:
-            changes["takeovers"] = int(run.get("takeovers") or 0) + 1
-            changes["taken_over_at"] = self._wall()
-            changes["taken_from"] = run.get("worker")  # the worker that went silent
-        await self.update(store, key, changes)
-        self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id, recover=recover)
-        self._entries[local_key] = entry.entry_id
-        self.metrics.runs_started.labels(str(run["agent"]), move.how).inc()
-        return move.how
+        else:
+            self._entries[local_key] = entry.entry_id
+        return how
 
     def held_entries(self) -> list[str]:
         """The queue entries of the runs executing here."""

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -108,6 +109,7 @@ def new_run_record(
         "timing": {"wall_s": 0.0, "model_s": 0.0, "model_calls": 0},
         "trace_path": trace_path,
         "worker": os.getpid(),  # the process whose asyncio task executes the run
+        "host": socket.gethostname(),  # where that process runs (a pid means nothing elsewhere)
         "task_id": task_id,
     }
 

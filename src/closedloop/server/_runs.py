@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import shutil
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,10 +44,24 @@ from ._run_records import (
     update_run,
 )
 from ._sse import RunHub, TraceTail, step_event
-from ._takeover import hand_over_pending_effect
+from ._takeover import hand_over_pending_effect, next_move
 from ._workers import idempotent_task_id
 
-__all__ = ["RUNS", "RunManager", "agent_session", "run_key", "run_key_of"]
+__all__ = ["RUNS", "SETTLED", "RunManager", "agent_session", "run_key", "run_key_of"]
+
+RAISED_HALTS = frozenset(
+    {
+        HaltReason.ERROR,
+        HaltReason.SECRET_UNAVAILABLE,
+        HaltReason.MODEL_UNAVAILABLE,
+        HaltReason.MODEL_UNREACHABLE,
+    }
+)
+"""Halts that something raised inside the run: its record's status is ``error``."""
+
+SETTLED = ("waiting", "ended", "error")
+"""What :meth:`RunManager.continue_run` answers when it executes nothing: the run waits on
+a person, had ended, or could not be rebuilt (its record says why)."""
 
 _log = logging.getLogger("closedloop.server")
 
@@ -306,6 +321,38 @@ class RunManager:
         self._spawn(store, key, agent, task, ctx, metered, handover_id=None, recover=True)
         self.metrics.runs_started.labels(str(run["agent"]), "recover").inc()
 
+    async def continue_run(
+        self, store: StateStore, run: Mapping[str, Any], *, taken_over: bool
+    ) -> str:
+        """Execute, in this process, a ``running`` run whose worker stopped, from where its
+        task state stands (:func:`next_move`): no state yet, it starts; a running state, it
+        recovers (pending effects reconciled, the step redone); a frozen state whose handover
+        was decided, it resumes. A run waiting on a person, or already ended, only has its
+        record settled. Returns what was done: one of :data:`SETTLED`, or the move spawned.
+        """
+        key = run_key(str(run["session_id"]), str(run["id"]))
+        move = await next_move(store, run)
+        if move.how in SETTLED:
+            await self.update(store, key, move.changes)
+            return move.how
+        recover, handover_id = move.how == "recover", move.handover_id
+        try:
+            key, agent, task, ctx, metered = await self._rebuild(store, run, agent_only=recover)
+        except ConfigurationError as exc:
+            message = redact(f"could not take the run over: {exc}")
+            failed = {"status": "error", "halt_reason": "error", "success": False}
+            await self.update(store, key, {**failed, "message": message})
+            return "error"
+        changes: dict[str, Any] = {"worker": os.getpid(), "host": socket.gethostname()}
+        if taken_over:
+            changes["takeovers"] = int(run.get("takeovers") or 0) + 1
+            changes["taken_over_at"] = self._wall()
+            changes["taken_from"] = run.get("worker")  # the worker that stopped
+        await self.update(store, key, changes)
+        self._spawn(store, key, agent, task, ctx, metered, handover_id=handover_id, recover=recover)
+        self.metrics.runs_started.labels(str(run["agent"]), move.how).inc()
+        return move.how
+
     async def _rebuild(
         self, store: StateStore, run: Mapping[str, Any], *, agent_only: bool
     ) -> tuple[str, Any, Any, AgentContext, MeteredModel]:
@@ -479,7 +526,7 @@ class RunManager:
         status = "handover" if frozen and not rejected else "done"
         if halt is HaltReason.CANCELLED:
             status = "cancelled"
-        elif halt in (HaltReason.ERROR, HaltReason.SECRET_UNAVAILABLE):  # raised in the run
+        elif halt in RAISED_HALTS:  # raised in the run
             status = "error"
         changes = {
             "status": status,

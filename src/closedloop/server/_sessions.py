@@ -241,7 +241,8 @@ async def create_run(
         problem = {"where": "header.idempotency-key", "problem": f"{exc.key!r} {exc.reason}"}
         raise ApiError(422, "idempotency_key_reused", str(exc), problems=[problem]) from None
     except ConfigurationError as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from None
+        problem = {"where": f"body.{exc.argument}", "problem": exc.reason}
+        raise ApiError(422, "invalid_request", str(exc), problems=[problem]) from None
     if not started:
         response.status_code = 200
     return run_view(record)

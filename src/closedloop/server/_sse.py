@@ -22,6 +22,8 @@ from ..feedback._handover import redact
 __all__ = ["RunChannel", "RunHub", "TraceTail", "sse_event", "step_event", "stream_run"]
 
 TERMINAL = frozenset({"done", "error", "cancelled"})
+WAITING = frozenset({"handover"})
+"""Statuses of a run stopped until a person decides: its stream ends with ``waiting``."""
 _STATUS_KEYS = ("status", "halt_reason", "success", "handover_id", "steps")
 
 
@@ -154,7 +156,9 @@ async def stream_run(
     start_after: int = -1,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[str]:
-    """SSE messages for one run: ``step`` per step, ``status`` on each change, ``end``."""
+    """SSE messages for one run: ``step`` per step, ``status`` on each change, then
+    ``end`` when the run has ended, or ``waiting`` when it stopped for a person's decision
+    on its handover (subscribe again, with ``Last-Event-ID``, once it is decided)."""
     tail = TraceTail(trace_path)
     sent = start_after + 1
     last: dict[str, Any] | None = None
@@ -178,9 +182,15 @@ async def stream_run(
         if summary != last:
             last = summary
             yield sse_event("status", summary)
-        if status.get("status") in TERMINAL and hub.get(key) is None:
+        stopped = status.get("status")
+        if (stopped in TERMINAL or stopped in WAITING) and hub.get(key) is None:
             if channel is not None:
                 continue  # the channel closed under us: read the finished trace once more
+            if stopped in WAITING:
+                # Nothing happens until a person decides: say so and close, rather than
+                # hold the connection open; the client subscribes again after the decision.
+                yield sse_event("waiting", {**summary, "waiting_for": "handover_decision"})
+                return
             yield sse_event("end", summary)
             return
         if waiter is not None:

@@ -204,7 +204,7 @@
       if (window.ClosedloopPlain) window.ClosedloopPlain.renderPlain($("plain"), state.points);
       const run = state.runs.find((r) => r.id === selected);
       if (run && (run.steps || 0) < data.step + 1) { run.steps = data.step + 1; renderRuns(); }
-    } else if (type === "status" || type === "end") {
+    } else if (type === "status" || type === "end" || type === "waiting") {
       const run = state.runs.find((r) => r.id === selected);
       if (run) { Object.assign(run, data); renderRunMeta(run); renderRuns(); }
     }
@@ -216,6 +216,7 @@
     state.stream = controller;
     let lastId = -1;
     let ended = false;
+    let waiting = false;
     while (!controller.signal.aborted && !ended) {
       try {
         const headers = { Authorization: "Bearer " + state.key, Accept: "text/event-stream" };
@@ -253,12 +254,14 @@
             if (id !== null) lastId = Number(id);
             onEvent(type, JSON.parse(data), runId);
             if (type === "end") ended = true;
+            waiting = type === "waiting";
           }
         }
       } catch (error) {
         if (controller.signal.aborted) return;
       }
-      if (!ended) await new Promise((resolve) => setTimeout(resolve, 1000));
+      // A run waiting on a person closes its stream; look again until it is decided.
+      if (!ended) await new Promise((resolve) => setTimeout(resolve, waiting ? 3000 : 1000));
     }
   }
 

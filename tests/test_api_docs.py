@@ -8,9 +8,9 @@ build hook) fails on a name in a public module's ``__all__`` that has nothing to
 from __future__ import annotations
 
 import dataclasses
-import re
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,7 +154,9 @@ def _cut_rows(extensions: list[Any]) -> tuple[int, list[tuple[str, str]]]:
 
 def test_first_sentence_is_joined_onto_the_first_line() -> None:
     join = _summary_extension().first_sentence_first
-    wrapped = "Each step the model sees the newest\nobservation, e.g. a list. Then more\ntext.\n\nArgs: x"
+    wrapped = (
+        "Each step the model sees the newest\nobservation, e.g. a list. Then more\ntext.\n\nArgs: x"
+    )
     assert join(wrapped) == (
         "Each step the model sees the newest observation, e.g. a list.\nThen more text.\n\nArgs: x"
     )

@@ -126,3 +126,17 @@ def test_the_readme_cites_no_sections_or_issues(page: Path) -> None:
         refs = DOC_REFERENCE.findall(text)
         missing = [r for r in refs if not (page.parent / r).is_file() and not (REPO / r).is_file()]
         assert missing == []
+
+
+def test_the_getting_started_page_states_the_default_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The page a newcomer reads first says where the runs, models and state go by default,
+    # and what it says is what the code does.
+    from closedloop._home import closedloop_home
+
+    monkeypatch.delenv("CLOSEDLOOP_HOME", raising=False)
+    stated = re.search(
+        r"`CLOSEDLOOP_HOME` defaults to `~/([^`]+)`",
+        (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8"),
+    )
+    assert stated is not None, "docs/getting-started.md does not state CLOSEDLOOP_HOME's default"
+    assert closedloop_home() == Path.home() / stated.group(1)

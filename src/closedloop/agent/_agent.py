@@ -25,7 +25,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
 from ..execution import Confirmation, Secret

@@ -3,7 +3,8 @@
 A block runs alone, in a fresh namespace, as a reader who pastes only that block would
 run it; a block that builds on the one before says so with ``<!-- continues -->`` on the
 line above its fence (blank lines between are allowed), and runs after its predecessors
-in their namespace. Each page runs in a fresh directory with its own ``CLOSEDLOOP_HOME``
+in their namespace. A block under ``<!-- file: NAME -->`` is a file the page asks the reader
+to save (an MCP server, say): it is written to NAME in the page's directory, not run. Each page runs in a fresh directory with its own ``CLOSEDLOOP_HOME``
 and a copy of ``examples/`` (pages say "run it from the repository root" and name those
 files); a block's own asserts are the checks.
 """
@@ -20,7 +21,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 CONTINUES = "<!-- continues -->"
-_BLOCK = re.compile(r"(?:^(<!-- continues -->)\n(?:[ \t]*\n)*)?^```python\n(.*?)^```", re.S | re.M)
+_BLOCK = re.compile(
+    r"(?:^<!-- (continues|file: [\w./-]+) -->\n(?:[ \t]*\n)*)?^```python\n(.*?)^```", re.S | re.M
+)
 
 
 def _pages() -> list[Path]:
@@ -31,11 +34,18 @@ def _groups_of(text: str) -> list[list[str]]:
     """The page's blocks, grouped: each unmarked block opens a group, a marked one joins."""
     groups: list[list[str]] = []
     for marker, block in _BLOCK.findall(text):
+        if marker.startswith("file: "):
+            continue  # a file the page asks the reader to save: written, not run here
         if marker and groups:
             groups[-1].append(block)
         else:
             groups.append([block])
     return groups
+
+
+def _files_of(text: str) -> dict[str, str]:
+    """The blocks marked ``<!-- file: NAME -->``: what the page asks the reader to save."""
+    return {m.removeprefix("file: "): b for m, b in _BLOCK.findall(text) if m.startswith("file: ")}
 
 
 def _groups(page: Path) -> list[list[str]]:
@@ -71,6 +81,9 @@ def test_an_unmarked_block_that_needs_an_earlier_one_fails() -> None:
     second = "```python\nassert x == 1\n```\n"
     with pytest.raises(NameError, match="'x'"):
         _run_groups(_groups_of(first + second), "page.md")
+    saved = "<!-- file: srv.py -->\n```python\nprint('served')\n```\n"
+    assert _groups_of(saved + first) == [["x = 1\n"]]
+    assert _files_of(saved + first) == {"srv.py": "print('served')\n"}
     marked = first + CONTINUES + "\n\n" + second
     assert _groups_of(marked) == [["x = 1\n", "assert x == 1\n"]]
     _run_groups(_groups_of(marked), "page.md")  # marked, it runs after its predecessor
@@ -88,5 +101,7 @@ def test_readme_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CLOSEDLOOP_HOME", str(tmp_path / "home"))
+    for name, code in _files_of(page.read_text(encoding="utf-8")).items():
+        Path(name).write_text(code, encoding="utf-8")  # saved as the page says, then used
     _run_groups(_groups(page), _name(page))  # the blocks' own asserts are the checks
     assert os.getcwd() == str(tmp_path)

@@ -274,7 +274,9 @@ class Agent(Generic[OutputT]):
         if isinstance(chosen, TraceSink):
             where = getattr(chosen, "path", None)
             return chosen, None if where is None else str(where)
-        raise ConfigurationError("trace", chosen, "must be a TraceSink, a path, True, False or None")
+        raise ConfigurationError(
+            "trace", chosen, "must be a TraceSink, a path, True, False or None"
+        )
 
     def _task(self, task: str | Task) -> Task:
         if isinstance(task, Task):

@@ -304,6 +304,9 @@ class McpServer:
                 timestamp=now,
                 latency_s=latency,
             )
+            if again:  # the model reads that this answer came after a reconnect
+                meaning = f"{observation.meaning}{_retried_note(len(again))}"
+                observation = observation.model_copy(update={"meaning": meaning})
             if ledgered and observation.error is not None:
                 # The tool says it did not do it: the ledger marks the effect failed, so a
                 # corrected call may be made; the model still reads the tool's own words.

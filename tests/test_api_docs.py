@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -106,3 +108,69 @@ def test_the_build_hook_warns_on_each_missing_docstring(
         "public name without a docstring: closedloop.models.X"
     ]
     assert caplog.records[0].name.startswith("mkdocs.")
+
+
+# A summary row is whole when it ends a sentence: ., ? or !, perhaps inside a closing
+# bracket, quote or code span.
+_SENTENCE_END = re.compile(r"[.?!][)\]\"'`*]*$")
+
+
+def _summary_extension() -> ModuleType:
+    path = REPO / "scripts" / "griffe_summary.py"
+    spec = importlib.util.spec_from_file_location("griffe_summary", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summary_rows(obj: Any, depth: int = 0) -> list[tuple[str, str]]:
+    # What mkdocstrings-python shows in a summary table: each public member's first line.
+    rows: list[tuple[str, str]] = []
+    for name, member in obj.members.items():
+        if name.startswith("_") or not member.is_public:
+            continue
+        target = member.final_target if member.is_alias else member
+        if target.docstring is not None and target.docstring.value.strip():
+            rows.append((f"{obj.path}.{name}", target.docstring.value.split("\n", 1)[0]))
+        if target.is_class and depth < 3:
+            rows.extend(_summary_rows(target, depth + 1))
+    return rows
+
+
+def _cut_rows(extensions: list[Any]) -> tuple[int, list[tuple[str, str]]]:
+    import griffe
+
+    loaded = griffe.load_extensions(*extensions)
+    package = griffe.load(
+        "closedloop", search_paths=[str(REPO / "src")], extensions=loaded, resolve_aliases=True
+    )
+    rows: list[tuple[str, str]] = []
+    for name in _docs_check().PUBLIC_MODULES:
+        inner = name.removeprefix("closedloop").lstrip(".")
+        rows.extend(_summary_rows(package[inner] if inner else package))
+    return len(rows), [r for r in rows if not _SENTENCE_END.search(r[1].strip())]
+
+
+def test_first_sentence_is_joined_onto_the_first_line() -> None:
+    join = _summary_extension().first_sentence_first
+    wrapped = (
+        "Each step the model sees the newest\nobservation, e.g. a list. Then more\ntext.\n\nArgs: x"
+    )
+    assert join(wrapped) == (
+        "Each step the model sees the newest observation, e.g. a list.\nThen more text.\n\nArgs: x"
+    )
+    assert join("One line.\nSecond.") == "One line.\nSecond."
+    assert join("- a list\n- stays") == "- a list\n- stays"
+    assert join("No end at\nall") == "No end at all"
+
+
+@pytest.mark.timeout(120)
+def test_every_summary_row_is_a_whole_sentence() -> None:
+    # The site loads the extension (mkdocs.yml); without it rows would be cut at a line break.
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "scripts/griffe_summary.py:SentenceSummary" in config
+    count, cut_without = _cut_rows([])
+    assert count > 500 and cut_without != []  # the check sees what a bare load cuts
+    _, cut = _cut_rows([_summary_extension().SentenceSummary()])
+    assert cut == [], f"summary rows that end mid-sentence: {cut}"

@@ -126,3 +126,36 @@ def test_the_readme_cites_no_sections_or_issues(page: Path) -> None:
         refs = DOC_REFERENCE.findall(text)
         missing = [r for r in refs if not (page.parent / r).is_file() and not (REPO / r).is_file()]
         assert missing == []
+
+
+def test_the_getting_started_page_states_the_default_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The page a newcomer reads first says where the runs, models and state go by default,
+    # and what it says is what the code does.
+    from closedloop._home import closedloop_home
+
+    monkeypatch.delenv("CLOSEDLOOP_HOME", raising=False)
+    stated = re.search(
+        r"`CLOSEDLOOP_HOME` defaults to `~/([^`]+)`",
+        (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8"),
+    )
+    assert stated is not None, "docs/getting-started.md does not state CLOSEDLOOP_HOME's default"
+    assert closedloop_home() == Path.home() / stated.group(1)
+
+
+def test_the_mcp_page_names_every_effect_value_and_the_sdks_server_class() -> None:
+    # A newcomer copies effect values from the examples and the server class from the page:
+    # each must be named there, and the import the page shows must work with the SDK here.
+    import importlib
+
+    from closedloop.execution import EffectClass
+
+    page = (REPO / "docs" / "how-to" / "mcp.md").read_text(encoding="utf-8")
+    missing = [e.value for e in EffectClass if f'`"{e.value}"`' not in page]
+    assert missing == [], f"docs/how-to/mcp.md does not name the effect values {missing}"
+    used = set()
+    for example in (REPO / "examples").glob("*.py"):
+        for declared in re.findall(r"effects=\{([^}]*)\}", example.read_text(encoding="utf-8")):
+            used |= set(re.findall(r":\s*\"(\w+)\"", declared))
+    assert "once" in used and used <= {e.value for e in EffectClass}
+    assert "from mcp.server.mcpserver import MCPServer" in page and "FastMCP" in page
+    assert importlib.import_module("mcp.server.mcpserver").MCPServer.__name__ == "MCPServer"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,13 +38,27 @@ def test_the_mcp_agent_example_runs_anywhere(tmp_path: Path) -> None:
     assert lines[-1] == "halt: final"
 
 
-def python_blocks(page: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+_BLOCK = re.compile(
+    r"(?:^<!-- file: ([\w./-]+) -->\n(?:[ \t]*\n)*)?^```python\n(.*?)^```", re.S | re.M
+)
 
 
-def test_the_python_blocks_of_the_mcp_how_to_run() -> None:
-    blocks = python_blocks(REPO / "docs" / "how-to" / "mcp.md")
+def python_blocks(page: Path) -> tuple[dict[str, str], list[str]]:
+    """The files the page asks the reader to save (``<!-- file: NAME -->``), and the rest."""
+    found = _BLOCK.findall(page.read_text(encoding="utf-8"))
+    return {name: block for name, block in found if name}, [b for name, b in found if not name]
+
+
+def test_the_python_blocks_of_the_mcp_how_to_run(tmp_path: Path) -> None:
+    # As a reader runs them: the server file saved, each block a fresh ``python -c`` in a
+    # directory with the examples beside it; the server the page writes is started for real.
+    files, blocks = python_blocks(REPO / "docs" / "how-to" / "mcp.md")
     assert blocks, "the page has a runnable example"
+    assert "library_server.py" in files, "the page shows a server of its own"
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    for name, code in files.items():
+        (tmp_path / name).write_text(code, encoding="utf-8")
     for block in blocks:
-        done = run_python(["-c", block], cwd=REPO)
+        done = run_python(["-c", block], cwd=tmp_path)
         assert done.returncode == 0, f"{block}\n{done.stderr[-3000:]}"
+    assert any("library_server.py" in block for block in blocks)

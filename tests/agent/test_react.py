@@ -405,6 +405,20 @@ async def test_the_default_trace_is_jsonl_under_closedloop_home(closedloop_home:
     assert {"error", "control", "pid_components", "f_est", "protocol", "actuators"} <= set(first)
 
 
+async def test_trace_true_is_the_default_location(closedloop_home: Path) -> None:
+    # ``True`` is what a user writes for "a trace, where it usually goes": the agent's
+    # own, and a run's ``True`` over an agent built with ``trace=False``.
+    for agent, per_run in (
+        (Agent(scripted(call("add", a=1, b=2), final("3")), [add], trace=True), None),
+        (Agent(scripted(call("add", a=1, b=2), final("3")), [add], trace=False), True),
+    ):
+        result = await agent.run("1+2", trace=per_run)
+        assert result.trace_path == str(closedloop_home / "runs" / result.run_id / "trace.jsonl")
+        assert [r.step for r in read_trace(Path(result.trace_path))[0]] == [0, 1]
+    with pytest.raises(ConfigurationError, match="a path, True, False or None"):
+        await Agent(scripted(final("x")), trace=3).run("x")  # type: ignore[arg-type]
+
+
 def test_run_agent_is_sync_and_refuses_a_running_loop(tmp_path: Path) -> None:
     result = run_agent(
         "1+2",

@@ -25,7 +25,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
 from ..execution import Confirmation, Secret
@@ -92,7 +92,7 @@ class _Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
-Trace = TraceSink | str | os.PathLike[str] | Literal[False] | None
+Trace = TraceSink | str | os.PathLike[str] | bool | None
 
 
 def _group(name: str, value: Any, kind: type[G]) -> G:
@@ -126,7 +126,10 @@ class Agent(Generic[OutputT]):
     ``stop_on_no_progress(3) | stop_on_repeats(2)`` (``DEFAULT_STOP``); ``None`` leaves
     the limits alone. ``store`` keeps task state, the controllers' history and the handover
     queue (default: one ``MemoryStore`` per agent). ``trace`` is where each run's steps go:
-    a ``TraceSink``, a JSONL path, ``False`` for none, or ``None`` for a JSONL file per run.
+    a ``TraceSink``, a JSONL path, ``False`` for none, or ``True`` (the same as the default
+    ``None``) for a JSONL file per run: ``$CLOSEDLOOP_HOME/runs/<run_id>/trace.jsonl``
+    (``CLOSEDLOOP_HOME`` defaults to ``~/.cache/closedloop``), or ``<trace_dir>/<run_id>/``
+    when the runtime names a ``trace_dir``.
 
     ``secrets`` are the :class:`~closedloop.execution.Secret`s the tools may need: the model
     is told their references (``{{secret:API_TOKEN}}``) and the tool receives the value,
@@ -259,7 +262,7 @@ class Agent(Generic[OutputT]):
         chosen = self.trace if trace is None else trace
         if chosen is False:
             return _NullSink(), None
-        if chosen is None:
+        if chosen is None or chosen is True:
             path = (
                 run_dir(run_id) / "trace.jsonl"
                 if self.trace_dir is None
@@ -271,7 +274,9 @@ class Agent(Generic[OutputT]):
         if isinstance(chosen, TraceSink):
             where = getattr(chosen, "path", None)
             return chosen, None if where is None else str(where)
-        raise ConfigurationError("trace", chosen, "must be a TraceSink, a path, False or None")
+        raise ConfigurationError(
+            "trace", chosen, "must be a TraceSink, a path, True, False or None"
+        )
 
     def _task(self, task: str | Task) -> Task:
         if isinstance(task, Task):

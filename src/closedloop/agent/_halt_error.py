@@ -24,7 +24,7 @@ from ..execution import PROGRAMMING_ERRORS, AtomicAction
 from ..feedback._store import BaseStore
 from ..models import Model
 from ._records import HaltReason, RunError, RunResult, StepRecord
-from ._run import Run
+from ._run import Run, tool_effects
 from ._trace import TraceSink
 
 __all__ = ["describe_error", "end_with_error"]
@@ -115,6 +115,7 @@ def _bare_result(run: Run, message: str) -> RunResult:
         success=False,
         fields=dict(state.required_fields),
         steps=list(run.records),
+        tool_effects=tool_effects(run.settings.tools),
         trace_path=run.trace_path,
         message=message,
     )

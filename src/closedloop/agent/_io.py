@@ -39,6 +39,7 @@ from ..execution import (
     Executor,
     OutcomeStatus,
 )
+from ..execution._retry_log import collect_tool_retries
 from ..execution._secret import RunSecrets, references_in
 from ..models import Completion, Model, ModelLadder, ModelRequest, Rung
 from ..perception import Observation, ObservationStatus
@@ -500,18 +501,21 @@ class ToolPort:
             if healing is not None and not tool.fixed_timeout and action.timeout_s is not None:
                 action = action.with_timeout(healing.timeout_s(tool.name, action.timeout_s))
             started = run.settings.clock()
-            outcome, halt = await race(
-                self.executor.execute(
-                    action,
-                    arguments,
-                    task_id=run.state.task_id,
-                    step=run.state.step,
-                    confirmation=confirmation,
-                    retry=retry,
-                    state=run.state.condition_view(),
-                ),
-                run.watchers(),
-            )
+            with collect_tool_retries() as inside:  # a tool's own retries (an MCP reconnect)
+                outcome, halt = await race(
+                    self.executor.execute(
+                        action,
+                        arguments,
+                        task_id=run.state.task_id,
+                        step=run.state.step,
+                        confirmation=confirmation,
+                        retry=retry,
+                        state=run.state.condition_view(),
+                    ),
+                    run.watchers(),
+                )
+            for entry in inside:
+                retries.append({**entry, "attempt": len(retries) + 1})
             if outcome is None:
                 return None
             used += max(1, outcome.attempts)

@@ -133,6 +133,11 @@ class StepRecord(_Frozen):
     mode: str
     step_type: str = Field(description="the key of this step's PID (usually the tool name)")
     action: ActionCall | None = None
+    effect: str | None = Field(
+        default=None,
+        description="the effect class of the tool the step called (recomputable, "
+        "overwritable, once or irreversible): whether it may be repeated",
+    )
     final_answer: str | None = None
     validation_errors: list[str] = Field(default_factory=list)
     observation: dict[str, Any] | None = Field(
@@ -190,6 +195,9 @@ class RunResult(_Frozen):
         default_factory=dict, description="the task's required fields as the run left them"
     )
     steps: list[StepRecord] = Field(default_factory=list)
+    tool_effects: dict[str, str] = Field(
+        default_factory=dict, description="each tool the run was given, by its effect class"
+    )
     usage: RunUsageSummary = Field(default_factory=RunUsageSummary)
     trace_path: str | None = None
     message: str = ""

@@ -29,6 +29,7 @@ from ._records import ActionCall, HaltReason, RunResult, RunUsageSummary, StepRe
 from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState, field_problems
 from ._stop import LoopState
+from ._tools import Tool
 from ._trace import TraceSink
 from ._validate import Validator
 
@@ -285,6 +286,7 @@ class Run:
             answer=state.answer if success else None,
             fields=dict(state.required_fields),
             steps=list(self.records),
+            tool_effects=tool_effects(self.settings.tools),
             usage=run_usage,
             trace_path=self.trace_path,
             message=message or _message(halt, state, b.tokens_used),
@@ -293,6 +295,11 @@ class Run:
         self.result = result
         await self.sink.close(result)
         return result
+
+
+def tool_effects(tools: Mapping[str, Tool]) -> dict[str, str]:
+    """Each tool's effect class by its name, for the result (whether it may be repeated)."""
+    return {name: tool.effect.value for name, tool in tools.items()}
 
 
 def _message(halt: HaltReason, state: TaskState, tokens: int) -> str:

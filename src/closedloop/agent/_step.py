@@ -706,8 +706,8 @@ class Step:
             )
         retry_notes = (
             [
-                f"{tool.name} was asked {len(ran.retries)} more time(s) after a passing fault "
-                "or an empty answer"
+                f"{tool.name} was asked {len(ran.retries)} more time(s) after a passing fault, "
+                "a broken connection or an empty answer"
             ]
             if ran.retries
             else []
@@ -829,6 +829,7 @@ class Step:
             mode=run.settings.mode,
             step_type=outcome.step_type,
             action=outcome.action,
+            effect=self._effect_of(outcome.action),
             final_answer=outcome.final_answer,
             validation_errors=list(outcome.validation_errors),
             observation=outcome.observation,
@@ -847,6 +848,10 @@ class Step:
             usage=reply.usage,
             halt=halt,
         )
+
+    def _effect_of(self, action: ActionCall | None) -> str | None:
+        tool = None if action is None else self.run.settings.tools.get(action.tool)
+        return None if tool is None else tool.effect.value
 
     async def close(self, outcome: Outcome) -> StepRecord:
         """control → halt → record, then the run folds the record in."""

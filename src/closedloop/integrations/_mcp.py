@@ -47,9 +47,17 @@ from .._exceptions import (
 from .._extras import require_extra
 from .._validation import require_positive
 from ..execution import AtomicAction, EffectClass
+from ..execution._retry_log import report_tool_retry
 from ..feedback import CircuitBreaker
 from ..perception import Observation
-from ..policy import RetryPolicy, retry_async, retry_if_exception_type, stop_after_attempt
+from ..policy import (
+    PolicyDecision,
+    PolicyState,
+    RetryPolicy,
+    retry_async,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
 from ._mcp_link import Link, Links, McpConnectionLostError, McpUnavailableError
 from ._mcp_results import effect_of, result_observation
 from ._mcp_spec import ServerSpec, StdioSpec, parse_spec
@@ -276,7 +284,15 @@ class McpServer:
             async with self.breaker:
                 return await self._once(remote, arguments)
 
-        retried = await retry_async(attempt, policy, sleep=self._sleep)
+        again: list[dict[str, Any]] = []
+
+        def note(state: PolicyState, decision: PolicyDecision) -> None:
+            # The loop's record of the step shows the call ran more than once.
+            entry = _retry_entry(len(again) + 1, state.error, decision.delay_s)
+            again.append(entry)
+            report_tool_retry(entry)
+
+        retried = await retry_async(attempt, policy, sleep=self._sleep, before_sleep=note)
         latency = max(0.0, self._timer() - started)
         now = self._clock()
         error = retried.error
@@ -288,12 +304,18 @@ class McpServer:
                 timestamp=now,
                 latency_s=latency,
             )
+            if again:  # the model reads that this answer came after a reconnect
+                meaning = f"{observation.meaning}{_retried_note(len(again))}"
+                observation = observation.model_copy(update={"meaning": meaning})
             if ledgered and observation.error is not None:
                 # The tool says it did not do it: the ledger marks the effect failed, so a
                 # corrected call may be made; the model still reads the tool's own words.
                 raise ToolError(f"{local}: {observation.error}")
             return observation
         if ledgered:
+            if again and type(error) in (McpUnavailableError, McpConnectionLostError):
+                # Only a call that never reached the server was asked again; say so.
+                error = type(error)(f"{error}{_retried_note(len(again))}")
             if isinstance(error, TimeoutError):
                 raise ActionTimeoutError(f"{local}: {error}") from error
             if isinstance(error, _Malformed):
@@ -305,7 +327,7 @@ class McpServer:
                 source=local, timeout_s=limit, timestamp=now, latency_s=latency
             )
         what = "refused by its circuit breaker" if isinstance(error, CircuitOpenError) else ""
-        text = str(error) or type(error).__name__
+        text = (str(error) or type(error).__name__) + _retried_note(len(again))
         return Observation.failed(
             text,
             source=local,
@@ -354,6 +376,21 @@ class McpServer:
             f"the connection to {self.spec.label!r} broke during {remote} "
             f"({_first_line(exc)}); the server may have died"
         ) from None
+
+
+def _retry_entry(attempt: int, error: BaseException | None, delay_s: float) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "status": "error",
+        "error": None if error is None else _first_line(error),
+        "delay_s": delay_s,
+        "reason": "the MCP server's connection broke or could not be had: reconnected and "
+        "asked again",
+    }
+
+
+def _retried_note(times: int) -> str:
+    return f" (retried {times} time(s) after reconnecting to the server)" if times else ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,7 +3,7 @@
 Tools: ``lookup`` (read-only, structured), ``search`` (read-only, an empty list when
 nothing matches), ``place_order`` (irreversible: it counts orders), ``note`` (text only,
 no annotations), ``fail`` (answers with ``isError``), ``slow`` (sleeps), ``crash`` (the
-process exits mid-call).
+process exits mid-call; given ``once_marker``, only the first time).
 
 ``python shop_server.py [--pidfile PATH] [--http-fd FD]``: stdio by default; with
 ``--http-fd`` it serves streamable HTTP on an already listening socket the test passes in,
@@ -73,8 +73,13 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
-def crash() -> str:
-    """The server process dies while answering."""
+def crash(once_marker: str = "") -> str:
+    """The server process dies while answering (only the first time, given a marker file)."""
+    marker = Path(once_marker) if once_marker else None
+    if marker is not None and marker.exists():
+        return "answered by a server that did not die"
+    if marker is not None:
+        marker.write_text(f"{os.getpid()} died here\n", encoding="utf-8")
     os._exit(3)
 
 

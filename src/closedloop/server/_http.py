@@ -236,7 +236,8 @@ def _is_json(content_type: str) -> bool:
 
 
 class JsonBodyMiddleware:
-    """Refuse a request body that is not declared JSON with 415 (RFC 9110 §15.5.16): the
+    """Refuse a request body that is not declared JSON with 415 (RFC 9110, 415 Unsupported
+    Media Type): the
     API reads JSON only, and a form or text body is the caller's mistake of media type,
     not a malformed request."""
 

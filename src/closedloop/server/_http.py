@@ -236,10 +236,9 @@ def _is_json(content_type: str) -> bool:
 
 
 class JsonBodyMiddleware:
-    """Refuse a request body that is not declared JSON with 415 (RFC 9110, 415 Unsupported
-    Media Type): the
-    API reads JSON only, and a form or text body is the caller's mistake of media type,
-    not a malformed request."""
+    """Refuse a request body that is not declared JSON with 415 Unsupported Media Type
+    (RFC 9110): the API reads JSON only, and a form or text body is the caller's mistake
+    of media type, not a malformed request."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

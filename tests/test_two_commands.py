@@ -50,10 +50,11 @@ def _clean_clone(dest: Path) -> Path:
 
 
 def _env(clone: Path, home: Path) -> dict[str, str]:
-    env = dict(os.environ, CLOSEDLOOP_HOME=str(home))
+    # Nothing of this pytest run (its options, its xdist worker) leaks into the clone's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["CLOSEDLOOP_HOME"] = str(home)
     # The clone's own sources, ahead of the editable install of this tree.
     env["PYTHONPATH"] = os.pathsep.join([str(clone / "src"), str(clone / "bench" / "src")])
-    env.pop("PYTEST_ADDOPTS", None)
     return env
 
 

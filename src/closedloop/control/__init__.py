@@ -20,6 +20,17 @@ from ._pid import PID
 from ._eso import LADRC, LinearESO
 from ._han import TrackingDifferentiator, fal, fhan
 from ._latency import LatencyTracker
+from ._limiters import (
+    AIMDConfig,
+    AIMDLimiter,
+    DelayPIDConfig,
+    DelayPIDLimiter,
+    GradientConfig,
+    GradientLimiter,
+    LimiterConfig,
+    Outcome,
+)
+from ._throttle import ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig, ThrottleConfig
 from ._lyapunov import LyapunovMonitor, LyapunovVerdict, Trajectory
 from ._protocol import Protocol, ProtocolSelector, select_protocol
 from ._regression_eso import RegressionESO
@@ -56,6 +67,19 @@ from ._gains import (
 from ._tuning import DEFAULT_LEVELS, TuningResult, tune_gains
 
 __all__ = [
+    "AIMDConfig",
+    "AIMDLimiter",
+    "ClientThrottle",
+    "Cooldown",
+    "DelayPIDConfig",
+    "DelayPIDLimiter",
+    "GradientConfig",
+    "GradientLimiter",
+    "LimiterConfig",
+    "Outcome",
+    "RetryBudget",
+    "RetryBudgetConfig",
+    "ThrottleConfig",
     "DEFAULT_GAIN_KEY",
     "DEFAULT_LEVELS",
     "GAIN_LIMITS",

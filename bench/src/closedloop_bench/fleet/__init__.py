@@ -1,0 +1,20 @@
+"""Many agents, one rate-limited provider: the plant, the client strategies, the benchmark."""
+
+from __future__ import annotations
+
+from ._plant import SCHEDULES, Capacity, Provider, ProviderConfig, Schedule, capacity_rps, schedule
+from ._sim import STRATEGIES, SimResult, Strategy, simulate
+
+__all__ = [
+    "SCHEDULES",
+    "STRATEGIES",
+    "Capacity",
+    "Provider",
+    "ProviderConfig",
+    "Schedule",
+    "SimResult",
+    "Strategy",
+    "capacity_rps",
+    "schedule",
+    "simulate",
+]

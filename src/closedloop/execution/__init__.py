@@ -40,6 +40,7 @@ from ._action import (
     Reconciler,
     Reconciliation,
 )
+from ._admission import AdmissionGate, Permit, Throttled
 from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, normalise
 from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._executor import Executor, execute, execute_sync
@@ -69,6 +70,9 @@ WaitRandom = wait_random
 WaitFullJitter = wait_jitter
 
 __all__ = [
+    "AdmissionGate",
+    "Permit",
+    "Throttled",
     "DEFAULT_VOLATILE_FIELDS",
     "PROGRAMMING_ERRORS",
     "ActionOutcome",

@@ -16,8 +16,15 @@ from closedloop.control import (
 )
 
 
-def _feed(limiter: AIMDLimiter | GradientLimiter | DelayPIDLimiter, latency: float,
-          outcome: str = "ok", *, windows: int = 1, start: float = 0.0, per: int = 10) -> float:
+def _feed(
+    limiter: AIMDLimiter | GradientLimiter | DelayPIDLimiter,
+    latency: float,
+    outcome: str = "ok",
+    *,
+    windows: int = 1,
+    start: float = 0.0,
+    per: int = 10,
+) -> float:
     """``per`` samples in each of ``windows`` one-second windows, then close the last one."""
     t = start
     for w in range(windows):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from closedloop._exceptions import ConfigurationError
-from closedloop.control import ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig, ThrottleConfig
+from closedloop.control import (
+    ClientThrottle,
+    Cooldown,
+    RetryBudget,
+    RetryBudgetConfig,
+    ThrottleConfig,
+)
 
 
 def test_sre_formula_with_k_2() -> None:

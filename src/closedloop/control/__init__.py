@@ -30,7 +30,6 @@ from ._limiters import (
     LimiterConfig,
     Outcome,
 )
-from ._throttle import ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig, ThrottleConfig
 from ._lyapunov import LyapunovMonitor, LyapunovVerdict, Trajectory
 from ._protocol import Protocol, ProtocolSelector, select_protocol
 from ._regression_eso import RegressionESO
@@ -52,6 +51,7 @@ from ._schedules import (
     schedule_timeout_ms,
     schedule_votes,
 )
+from ._throttle import ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig, ThrottleConfig
 
 # --- adaptive gains: gain scheduling by task family ---
 # isort: split
@@ -67,26 +67,19 @@ from ._gains import (
 from ._tuning import DEFAULT_LEVELS, TuningResult, tune_gains
 
 __all__ = [
-    "AIMDConfig",
-    "AIMDLimiter",
-    "ClientThrottle",
-    "Cooldown",
-    "DelayPIDConfig",
-    "DelayPIDLimiter",
-    "GradientConfig",
-    "GradientLimiter",
-    "LimiterConfig",
-    "Outcome",
-    "RetryBudget",
-    "RetryBudgetConfig",
-    "ThrottleConfig",
     "DEFAULT_GAIN_KEY",
     "DEFAULT_LEVELS",
     "GAIN_LIMITS",
     "LADRC",
     "PID",
+    "AIMDConfig",
+    "AIMDLimiter",
     "ActuatorSchedule",
     "ActuatorSettings",
+    "ClientThrottle",
+    "Cooldown",
+    "DelayPIDConfig",
+    "DelayPIDLimiter",
     "FOPDTPlant",
     "FeedbackIntensity",
     "FirstOrderPlant",
@@ -94,19 +87,26 @@ __all__ = [
     "GainPredictor",
     "GainTable",
     "Gains",
+    "GradientConfig",
+    "GradientLimiter",
     "IncrementalPID",
     "LatencyTracker",
+    "LimiterConfig",
     "LinearESO",
     "LyapunovMonitor",
     "LyapunovVerdict",
+    "Outcome",
     "Protocol",
     "ProtocolSelector",
     "RegressionESO",
+    "RetryBudget",
+    "RetryBudgetConfig",
     "ScheduleLevels",
     "ScheduleLinear",
     "SecondOrderPlant",
     "StepMetrics",
     "Strictness",
+    "ThrottleConfig",
     "TrackingDifferentiator",
     "Trajectory",
     "TuningResult",

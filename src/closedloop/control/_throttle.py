@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .._exceptions import ConfigurationError
 from .._validation import require_non_negative, require_positive
 
-__all__ = ["ClientThrottle", "Cooldown", "RetryBudget", "ThrottleConfig", "RetryBudgetConfig"]
+__all__ = ["ClientThrottle", "Cooldown", "RetryBudget", "RetryBudgetConfig", "ThrottleConfig"]
 
 
 @dataclass(frozen=True)

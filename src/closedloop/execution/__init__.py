@@ -70,12 +70,10 @@ WaitRandom = wait_random
 WaitFullJitter = wait_jitter
 
 __all__ = [
-    "AdmissionGate",
-    "Permit",
-    "Throttled",
     "DEFAULT_VOLATILE_FIELDS",
     "PROGRAMMING_ERRORS",
     "ActionOutcome",
+    "AdmissionGate",
     "AtomicAction",
     "CheckFn",
     "Compensation",
@@ -90,6 +88,7 @@ __all__ = [
     "ExecutionEvent",
     "Executor",
     "OutcomeStatus",
+    "Permit",
     "Reconciler",
     "Reconciliation",
     "RecordStore",
@@ -108,6 +107,7 @@ __all__ = [
     "StopAfterDelay",
     "StopAll",
     "StopAny",
+    "Throttled",
     "Wait",
     "WaitExponential",
     "WaitFixed",

@@ -15,17 +15,20 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from .._exceptions import ClosedLoopError
 
 __all__ = ["AdmissionGate", "Permit", "Throttled"]
 
+# The same four outcomes as ``closedloop.control.Outcome`` (execution does not import control).
+_Outcome = Literal["ok", "rejected", "timeout", "error"]
+
 
 class _Limiter(Protocol):
     limit: float
 
-    def record(self, now: float, latency_s: float, outcome: str, inflight: int) -> float: ...
+    def record(self, now: float, latency_s: float, outcome: _Outcome, inflight: int) -> float: ...
 
     def poll(self, now: float) -> float: ...
 
@@ -52,10 +55,10 @@ class Permit:
 
     sent: float
     inflight: int
-    result: str = "error"
+    result: _Outcome = "error"
     retry_after_s: float | None = field(default=None)
 
-    def outcome(self, result: str, *, retry_after_s: float | None = None) -> None:
+    def outcome(self, result: _Outcome, *, retry_after_s: float | None = None) -> None:
         """``ok``, ``rejected`` (429/503; with the provider's Retry-After), ``timeout``, ``error``."""
         self.result = result
         self.retry_after_s = retry_after_s

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from closedloop_bench.fleet import SCHEDULES, STRATEGIES, Capacity, ProviderConfig, Schedule, simulate
+from closedloop_bench.fleet import (
+    SCHEDULES,
+    STRATEGIES,
+    Capacity,
+    ProviderConfig,
+    Schedule,
+    simulate,
+)
 from closedloop_bench.fleet._plant import Job, Provider
 
 
@@ -51,7 +58,8 @@ def test_command_writes_report_and_plots(tmp_path: Path) -> None:
 
     out = tmp_path / "fleet"
     result = CliRunner().invoke(
-        bench_app, ["fleet", "--seeds", "1,2", "--schedules", "step", "--clients", "20", "--out", str(out)]
+        bench_app,
+        ["fleet", "--seeds", "1,2", "--schedules", "step", "--clients", "20", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())

@@ -19,7 +19,7 @@ def _seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise typer.BadParameter(f"{text!r}: give comma-separated integers", param_hint="--seeds")
+        raise typer.BadParameter(f"{text!r}: give comma-separated integers", param_hint="--seeds") from None
     if not seeds:
         raise typer.BadParameter("give at least one seed", param_hint="--seeds")
     return seeds
@@ -37,9 +37,9 @@ def fleet(
         int | None,
         typer.Option(min=10, max=500, help="Concurrent agents (default: each schedule's own)."),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for report.json and one PNG per schedule.")] = Path(
-        "bench/results/fleet"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="Folder for report.json and one PNG per schedule.")
+    ] = Path("bench/results/fleet"),
 ) -> None:
     """Strategies × capacity schedules on the simulated provider (virtual clock, seeded)."""
     from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report

@@ -16,7 +16,12 @@ from ._sim import CALLS, STRATEGIES, SimResult, simulate
 __all__ = ["FleetConfig", "plot_fleet", "run_fleet"]
 
 LIMITERS = ("AIMD", "gradient", "PID on delay")
-PLOTTED = ("fixed, two retries (SDK)", "fixed, tenacity backoff", "PID on delay", "PID on delay frozen")
+PLOTTED = (
+    "fixed, two retries (SDK)",
+    "fixed, tenacity backoff",
+    "PID on delay",
+    "PID on delay frozen",
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,9 @@ def run_fleet(
     """All schedules × strategies × seeds; the report and, per schedule, seed 0's traces."""
     plant = ProviderConfig()
     calm = SCHEDULES["steady"]
-    base = [simulate(STRATEGIES["fixed, no retries"], calm, clients=10, seed=s) for s in config.seeds]
+    base = [
+        simulate(STRATEGIES["fixed, no retries"], calm, clients=10, seed=s) for s in config.seeds
+    ]
     base_p99 = sum(measure(r, calm, plant).p99_s for r in base) / len(base)
     report: dict[str, Any] = {"uncongested_p99_s": round(base_p99, 3), "schedules": {}}
     traces: dict[str, SimResult] = {}
@@ -87,9 +94,7 @@ def run_fleet(
         sched = SCHEDULES[name]
         eps: dict[str, list[Episode]] = {}
         for strategy in STRATEGIES.values():
-            runs = [
-                simulate(strategy, sched, clients=config.clients, seed=s) for s in config.seeds
-            ]
+            runs = [simulate(strategy, sched, clients=config.clients, seed=s) for s in config.seeds]
             traces[f"{name}/{strategy.name}"] = runs[0]
             eps[strategy.name] = [measure(r, sched, plant) for r in runs]
             if progress:
@@ -121,31 +126,53 @@ def targets(report: dict[str, Any]) -> dict[str, Any]:
         sdk_s = _mean(sch["steady"]["rows"]["fixed, two retries (SDK)"], "goodput_of_capacity")
         sdk_d = _mean(sch["step"]["rows"]["fixed, two retries (SDK)"], "goodput_dip_of_capacity")
         out["goodput"] = {
-            "pid_steady": pid_s, "pid_step_dip": pid_d, "sdk_steady": sdk_s, "sdk_step_dip": sdk_d,
+            "pid_steady": pid_s,
+            "pid_step_dip": pid_d,
+            "sdk_steady": sdk_s,
+            "sdk_step_dip": sdk_d,
             "met": pid_s >= 0.95 and pid_d >= 0.90 and sdk_s <= 0.70 and sdk_d <= 0.70,
         }
     ret = [n for n in sch if SCHEDULES[n].return_s is not None]
     rec = {n: sch[n]["rows"]["PID on delay"]["recovery_s"] for n in ret}
     worst = max((r["hi"] if r and r["hi"] is not None else math.inf) for r in rec.values())
-    stuck = [
-        f"{n}: {k}" for n in ret for k, row in sch[n]["rows"].items()
-        if k.startswith("fixed") and row["never_recovered"] == len(report.get("seeds", [])) > 0
-    ] if ret else []
-    out["recovery"] = {"pid_recovery_s": rec, "collapsed_fixed": stuck,
-                       "met": worst <= 10.0 and bool(stuck)}
+    stuck = (
+        [
+            f"{n}: {k}"
+            for n in ret
+            for k, row in sch[n]["rows"].items()
+            if k.startswith("fixed") and row["never_recovered"] == len(report.get("seeds", [])) > 0
+        ]
+        if ret
+        else []
+    )
+    out["recovery"] = {
+        "pid_recovery_s": rec,
+        "collapsed_fixed": stuck,
+        "met": worst <= 10.0 and bool(stuck),
+    }
     rows = [sch[n]["rows"]["PID on delay"] for n in sch]
     aps = max(_mean(r, "attempts_per_success") for r in rows)
     p99 = max(r["p99_over_uncongested"] or math.inf for r in rows)
-    out["cost_latency"] = {"pid_attempts_per_success_max": aps, "pid_p99_over_uncongested_max": p99,
-                           "met": aps <= 1.1 and p99 <= 2.0}
-    flags = [(sch[n]["rows"]["PID on delay"]["flagged_ahead"], sch[n]["rows"]["PID on delay"]["onsets"]) for n in ret]
+    out["cost_latency"] = {
+        "pid_attempts_per_success_max": aps,
+        "pid_p99_over_uncongested_max": p99,
+        "met": aps <= 1.1 and p99 <= 2.0,
+    }
+    flags = [
+        (sch[n]["rows"]["PID on delay"]["flagged_ahead"], sch[n]["rows"]["PID on delay"]["onsets"])
+        for n in ret
+    ]
     got, total = sum(f or 0 for f, _ in flags), sum(t or 0 for _, t in flags)
     alarms = max(
         (_mean(sch[n]["rows"]["PID on delay"], "false_alarms_per_100_calm_min") for n in ret),
         default=math.nan,
     )
-    out["early_warning"] = {"flagged_ahead": got, "onsets": total, "false_alarms_max": alarms,
-                            "met": total > 0 and got >= 0.8 * total and alarms <= 5.0}
+    out["early_warning"] = {
+        "flagged_ahead": got,
+        "onsets": total,
+        "false_alarms_max": alarms,
+        "met": total > 0 and got >= 0.8 * total and alarms <= 5.0,
+    }
     sep = {n: sch[n]["on_vs_frozen"]["PID on delay"]["separated"] for n in sch}
     out["on_vs_frozen"] = {"pid_separated": sep, "met": any(sep.values())}
     out["redis_two_workers"] = {"met": None, "note": "not measured: no shared limiter yet"}
@@ -190,11 +217,18 @@ def plot_fleet(traces: dict[str, SimResult], schedules: tuple[str, ...], out: Pa
             rate = [sum(a <= t < a + 5 for t in done) * 12.0 for a in edges[:-1]]
             top.step(edges[:-1], rate, where="post", label=label)
             if label.startswith("PID"):
-                low.plot([t for t, _, _ in trace.timeline], [lim for _, lim, _ in trace.timeline],
-                         label=f"limit: {label}")
+                low.plot(
+                    [t for t, _, _ in trace.timeline],
+                    [lim for _, lim, _ in trace.timeline],
+                    label=f"limit: {label}",
+                )
         first = traces[f"{name}/{PLOTTED[0]}"]
-        top.plot([t for t, _, _ in first.timeline], [c * 60 / CALLS for _, _, c in first.timeline],
-                 "k--", label="capacity")
+        top.plot(
+            [t for t, _, _ in first.timeline],
+            [c * 60 / CALLS for _, _, c in first.timeline],
+            "k--",
+            label="capacity",
+        )
         top.set_ylabel("runs finished / min")
         top.set_title(f"{name}: goodput against the provider's capacity")
         top.legend(fontsize=7)

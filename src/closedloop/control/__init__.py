@@ -28,7 +28,6 @@ from ._limiters import (
     GradientConfig,
     GradientLimiter,
     LimiterConfig,
-    Outcome,
 )
 from ._lyapunov import LyapunovMonitor, LyapunovVerdict, Trajectory
 from ._protocol import Protocol, ProtocolSelector, select_protocol
@@ -95,7 +94,6 @@ __all__ = [
     "LinearESO",
     "LyapunovMonitor",
     "LyapunovVerdict",
-    "Outcome",
     "Protocol",
     "ProtocolSelector",
     "RegressionESO",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._plant import SCHEDULES, Capacity, Provider, ProviderConfig, Schedule, capacity_rps, schedule
-from ._sim import STRATEGIES, SimResult, Strategy, simulate
+from ._sim import STRATEGIES, SimResult, FleetStrategy, simulate
 
 __all__ = [
     "SCHEDULES",
@@ -13,7 +13,7 @@ __all__ = [
     "ProviderConfig",
     "Schedule",
     "SimResult",
-    "Strategy",
+    "FleetStrategy",
     "capacity_rps",
     "schedule",
     "simulate",

@@ -32,14 +32,14 @@ from closedloop.control import (
 
 from ._plant import Job, Provider, ProviderConfig, Schedule, capacity_rps
 
-__all__ = ["STRATEGIES", "SimResult", "Strategy", "simulate"]
+__all__ = ["STRATEGIES", "SimResult", "FleetStrategy", "simulate"]
 
 Retry = Literal["none", "sdk", "tenacity", "router", "budget"]
 LimiterKind = Literal["aimd", "gradient", "pid"]
 
 
 @dataclass(frozen=True)
-class Strategy:
+class FleetStrategy:
     """How a client sends and retries; ``limiter`` set means a concurrency limit."""
 
     name: str
@@ -48,19 +48,19 @@ class Strategy:
     frozen: bool = False
 
 
-STRATEGIES: dict[str, Strategy] = {
+STRATEGIES: dict[str, FleetStrategy] = {
     s.name: s
     for s in (
-        Strategy("fixed, no retries", "none"),
-        Strategy("fixed, two retries (SDK)", "sdk"),
-        Strategy("fixed, tenacity backoff", "tenacity"),
-        Strategy("fixed, cooldown router", "router"),
-        Strategy("AIMD", "budget", "aimd"),
-        Strategy("AIMD frozen", "budget", "aimd", frozen=True),
-        Strategy("gradient", "budget", "gradient"),
-        Strategy("gradient frozen", "budget", "gradient", frozen=True),
-        Strategy("PID on delay", "budget", "pid"),
-        Strategy("PID on delay frozen", "budget", "pid", frozen=True),
+        FleetStrategy("fixed, no retries", "none"),
+        FleetStrategy("fixed, two retries (SDK)", "sdk"),
+        FleetStrategy("fixed, tenacity backoff", "tenacity"),
+        FleetStrategy("fixed, cooldown router", "router"),
+        FleetStrategy("AIMD", "budget", "aimd"),
+        FleetStrategy("AIMD frozen", "budget", "aimd", frozen=True),
+        FleetStrategy("gradient", "budget", "gradient"),
+        FleetStrategy("gradient frozen", "budget", "gradient", frozen=True),
+        FleetStrategy("PID on delay", "budget", "pid"),
+        FleetStrategy("PID on delay frozen", "budget", "pid", frozen=True),
     )
 }
 
@@ -105,7 +105,7 @@ def _limiter(kind: LimiterKind, frozen: bool) -> Any:
 
 class _Sim:
     def __init__(
-        self, strategy: Strategy, sched: Schedule, clients: int, seed: int, config: ProviderConfig
+        self, strategy: FleetStrategy, sched: Schedule, clients: int, seed: int, config: ProviderConfig
     ) -> None:
         self.s, self.sched, self.seed = strategy, sched, seed
         self.provider = Provider(config, sched, seed)
@@ -260,7 +260,7 @@ class _Sim:
 
 
 def simulate(
-    strategy: Strategy,
+    strategy: FleetStrategy,
     sched: Schedule,
     *,
     clients: int | None = None,

@@ -19,7 +19,9 @@ def _seeds(text: str) -> tuple[int, ...]:
     try:
         seeds = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise typer.BadParameter(f"{text!r}: give comma-separated integers", param_hint="--seeds") from None
+        raise typer.BadParameter(
+            f"{text!r}: give comma-separated integers", param_hint="--seeds"
+        ) from None
     if not seeds:
         raise typer.BadParameter("give at least one seed", param_hint="--seeds")
     return seeds

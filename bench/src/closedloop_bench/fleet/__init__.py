@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from ._plant import SCHEDULES, Capacity, Provider, ProviderConfig, Schedule, capacity_rps, schedule
-from ._sim import STRATEGIES, SimResult, FleetStrategy, simulate
+from ._sim import STRATEGIES, FleetStrategy, SimResult, simulate
 
 __all__ = [
     "SCHEDULES",
     "STRATEGIES",
     "Capacity",
+    "FleetStrategy",
     "Provider",
     "ProviderConfig",
     "Schedule",
     "SimResult",
-    "FleetStrategy",
     "capacity_rps",
     "schedule",
     "simulate",

@@ -32,7 +32,7 @@ from closedloop.control import (
 
 from ._plant import Job, Provider, ProviderConfig, Schedule, capacity_rps
 
-__all__ = ["STRATEGIES", "SimResult", "FleetStrategy", "simulate"]
+__all__ = ["STRATEGIES", "FleetStrategy", "SimResult", "simulate"]
 
 Retry = Literal["none", "sdk", "tenacity", "router", "budget"]
 LimiterKind = Literal["aimd", "gradient", "pid"]
@@ -105,7 +105,12 @@ def _limiter(kind: LimiterKind, frozen: bool) -> Any:
 
 class _Sim:
     def __init__(
-        self, strategy: FleetStrategy, sched: Schedule, clients: int, seed: int, config: ProviderConfig
+        self,
+        strategy: FleetStrategy,
+        sched: Schedule,
+        clients: int,
+        seed: int,
+        config: ProviderConfig,
     ) -> None:
         self.s, self.sched, self.seed = strategy, sched, seed
         self.provider = Provider(config, sched, seed)
@@ -122,6 +127,7 @@ class _Sim:
         self.limiter = _limiter(strategy.limiter, strategy.frozen) if strategy.limiter else None
         self.out = SimResult()
         self._flagged = False
+        self._owners: dict[int, _Agent] = {}  # attempts in the provider, by id
 
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
         heapq.heappush(self.heap, (t, next(self.seq), fn, args))
@@ -189,8 +195,11 @@ class _Sim:
         agent.live, agent.sent = ident, now
         self.inflight += 1
         self.out.attempts += 1
+        # Tokens per (seed, agent, run, call): every strategy is given the same work.
         draw = random.Random(hash((self.seed, agent.ident, agent.run_no, agent.call)))
-        job = Job(ident, draw.randint(self.provider.config.tokens_lo, 700), now)
+        job = Job(
+            ident, draw.randint(self.provider.config.tokens_lo, self.provider.config.tokens_hi), now
+        )
         status, retry_after = self.provider.arrive(now, job)
         if status:
             late = now + self.provider.config.reject_latency_s
@@ -199,8 +208,6 @@ class _Sim:
             self.start_jobs(now)
         self.at(now + TIMEOUT_S, self.answer, agent, ident, -1, 0.0)
         self._owners[ident] = agent
-
-    _owners: dict[int, _Agent]
 
     def start_jobs(self, now: float) -> None:
         for t_done, job in self.provider.start_next(now):
@@ -269,5 +276,4 @@ def simulate(
 ) -> SimResult:
     """One seeded, replayable run of ``strategy`` under ``sched``."""
     sim = _Sim(strategy, sched, clients or sched.clients, seed, config or ProviderConfig())
-    sim._owners = {}
     return sim.run()

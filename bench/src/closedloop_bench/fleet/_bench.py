@@ -81,7 +81,7 @@ def _paired(on: list[Episode], off: list[Episode]) -> dict[str, Any]:
 def run_fleet(
     config: FleetConfig, progress: Callable[[str], None] | None = None
 ) -> tuple[dict[str, Any], dict[str, SimResult]]:
-    """All schedules × strategies × seeds; the report and, per schedule, seed 0's traces."""
+    """All schedules × strategies × seeds; the report and, per schedule, the first seed's traces."""
     plant = ProviderConfig()
     calm = SCHEDULES["steady"]
     base = [
@@ -200,7 +200,7 @@ def write_report(report: dict[str, Any], out: Path, command: str) -> Path:
 
 
 def plot_fleet(traces: dict[str, SimResult], schedules: tuple[str, ...], out: Path) -> list[Path]:
-    """Per schedule: goodput (5-s bins), capacity and the limit over time, seed 0's runs."""
+    """Per schedule: goodput (5-s bins), capacity and the limit over time, the first seed's runs."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -112,9 +112,9 @@ class DelayPIDConfig(LimiterConfig):
     """PID on the delay ratio: setpoint, gains (limit per unit ratio) and the loss weight."""
 
     setpoint: float = 0.8
-    kp: float = 8.0
-    ki: float = 8.0
-    drop_weight: float = 4.0
+    kp: float = 2.0
+    ki: float = 2.0
+    drop_weight: float = 2.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -20,6 +20,15 @@ from ._pid import PID
 from ._eso import LADRC, LinearESO
 from ._han import TrackingDifferentiator, fal, fhan
 from ._latency import LatencyTracker
+from ._limiters import (
+    AIMDConfig,
+    AIMDLimiter,
+    DelayPIDConfig,
+    DelayPIDLimiter,
+    GradientConfig,
+    GradientLimiter,
+    LimiterConfig,
+)
 from ._lyapunov import LyapunovMonitor, LyapunovVerdict, Trajectory
 from ._protocol import Protocol, ProtocolSelector, select_protocol
 from ._regression_eso import RegressionESO
@@ -41,6 +50,7 @@ from ._schedules import (
     schedule_timeout_ms,
     schedule_votes,
 )
+from ._throttle import ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig, ThrottleConfig
 
 # --- adaptive gains: gain scheduling by task family ---
 # isort: split
@@ -61,8 +71,14 @@ __all__ = [
     "GAIN_LIMITS",
     "LADRC",
     "PID",
+    "AIMDConfig",
+    "AIMDLimiter",
     "ActuatorSchedule",
     "ActuatorSettings",
+    "ClientThrottle",
+    "Cooldown",
+    "DelayPIDConfig",
+    "DelayPIDLimiter",
     "FOPDTPlant",
     "FeedbackIntensity",
     "FirstOrderPlant",
@@ -70,19 +86,25 @@ __all__ = [
     "GainPredictor",
     "GainTable",
     "Gains",
+    "GradientConfig",
+    "GradientLimiter",
     "IncrementalPID",
     "LatencyTracker",
+    "LimiterConfig",
     "LinearESO",
     "LyapunovMonitor",
     "LyapunovVerdict",
     "Protocol",
     "ProtocolSelector",
     "RegressionESO",
+    "RetryBudget",
+    "RetryBudgetConfig",
     "ScheduleLevels",
     "ScheduleLinear",
     "SecondOrderPlant",
     "StepMetrics",
     "Strictness",
+    "ThrottleConfig",
     "TrackingDifferentiator",
     "Trajectory",
     "TuningResult",

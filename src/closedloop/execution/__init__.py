@@ -40,6 +40,7 @@ from ._action import (
     Reconciler,
     Reconciliation,
 )
+from ._admission import AdmissionGate, Permit, Throttled
 from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, normalise
 from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._executor import Executor, execute, execute_sync
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_VOLATILE_FIELDS",
     "PROGRAMMING_ERRORS",
     "ActionOutcome",
+    "AdmissionGate",
     "AtomicAction",
     "CheckFn",
     "Compensation",
@@ -86,6 +88,7 @@ __all__ = [
     "ExecutionEvent",
     "Executor",
     "OutcomeStatus",
+    "Permit",
     "Reconciler",
     "Reconciliation",
     "RecordStore",
@@ -104,6 +107,7 @@ __all__ = [
     "StopAfterDelay",
     "StopAll",
     "StopAny",
+    "Throttled",
     "Wait",
     "WaitExponential",
     "WaitFixed",

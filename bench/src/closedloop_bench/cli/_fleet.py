@@ -1,0 +1,66 @@
+"""``closedloop bench fleet``: many agents against one simulated rate-limited provider."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..fleet import SCHEDULES
+from ._bench import app
+
+_err = Console(stderr=True)
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: give comma-separated integers", param_hint="--seeds"
+        ) from None
+    if not seeds:
+        raise typer.BadParameter("give at least one seed", param_hint="--seeds")
+    return seeds
+
+
+@app.command("fleet")
+def fleet(
+    seeds: Annotated[
+        str, typer.Option(help="Comma-separated seeds; every strategy runs on each (paired).")
+    ] = "10,11,12,13,14,15,16,17,18,19",
+    schedules: Annotated[
+        str, typer.Option(help=f"Comma-separated schedules: {', '.join(SCHEDULES)}.")
+    ] = ",".join(SCHEDULES),
+    clients: Annotated[
+        int | None,
+        typer.Option(min=10, max=500, help="Concurrent agents (default: each schedule's own)."),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="Folder for report.json and one PNG per schedule.")
+    ] = Path("bench/results/fleet"),
+) -> None:
+    """Strategies × capacity schedules on the simulated provider (virtual clock, seeded)."""
+    from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report
+
+    names = tuple(part.strip() for part in schedules.split(",") if part.strip())
+    unknown = [n for n in names if n not in SCHEDULES]
+    if unknown or not names:
+        raise typer.BadParameter(
+            f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
+        )
+    config = FleetConfig(seeds=_seeds(seeds), schedules=names, clients=clients)
+    started = time.monotonic()
+    report, traces = run_fleet(
+        config, progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}")
+    )
+    command = "closedloop bench fleet" + (f" --seeds {seeds}" if seeds else "")
+    command += f" --schedules {','.join(names)}" + (f" --clients {clients}" if clients else "")
+    command += f" --out {out}"
+    path = write_report(report, out, command)
+    for png in plot_fleet(traces, names, out):
+        _err.print(f"wrote {png}")
+    _err.print(f"wrote {path}")

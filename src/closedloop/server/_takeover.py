@@ -157,7 +157,17 @@ async def next_move(store: StateStore, run: Mapping[str, Any]) -> Move:
         return Move("resume", handover_id)
     if state.status == "running":
         return Move("recover")
-    return Move("ended", None, {"status": "done", "message": "ended before its worker stopped"})
+    # The task finished and saved its end, but its worker stopped before writing the run's
+    # record: the record takes the outcome from the saved task state.
+    ended = {
+        "status": "done",
+        "halt_reason": state.halt,
+        "success": state.halt == "final",
+        "answer": None if state.answer is None else redact(state.answer),
+        "fields": redact(dict(state.required_fields)),
+        "message": "ended before its worker stopped; the outcome is the saved task state's",
+    }
+    return Move("ended", None, ended)
 
 
 async def hand_over_pending_effect(

@@ -143,10 +143,12 @@ def run_embedded_chaos(
     runs: list[_Run] = []
     interrupted: list[_Run] = []
     recovery_s: list[float] = []
+    startup_s: list[float] = []  # from the restart until the service printed its address
     session = ""
     for cycle in range(plan.kills + 1):
         began = time.monotonic()  # the restart's clock starts before the process does
         with _serve(store, workdir / "runs", token, log) as live:
+            startup_s.append(time.monotonic() - began)
             recovery_s += _settle(live, interrupted, began, plan.settle_limit_s)
             if cycle == plan.kills:
                 break
@@ -160,7 +162,14 @@ def run_embedded_chaos(
         interrupted = _interrupted(posted, applied)
         if cycle % 10 == 9:
             progress(f"chaos (embedded): {cycle + 1}/{plan.kills} kills, {len(runs)} runs")
-    return _report(plan, runs, recovery_s, world)
+    report = _report(plan, runs, recovery_s, world)
+    report["service_started_s"] = {
+        "n": len(startup_s),
+        "p50": percentile(startup_s, 0.5),
+        "p95": percentile(startup_s, 0.95),
+        "max": max(startup_s, default=None),
+    }
+    return report
 
 
 def _post_cycle(
@@ -231,4 +240,13 @@ def _report(
             "max": max(recovery_s, default=None),
         },
         "settled_later_than_bound": late,
+        "not_settled": [
+            {k: (r.final or {}).get(k) for k in ("status", "halt_reason", "message", "takeovers")}
+            | {"repeat": r.repeat_of is not None, "effect_at_kill": r.interrupted_with_effect}
+            for r in runs
+            if not (
+                (r.final or {}).get("status") == "handover"
+                or ((r.final or {}).get("status") == "done" and (r.final or {}).get("success"))
+            )
+        ],
     }

@@ -107,15 +107,21 @@ def warnings_config(
 
 
 async def run_frontier(
-    plan: FrontierPlan, out: Path, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    plan: FrontierPlan,
+    out: Path,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
-    """Run the sweep of ``plan``; write ``sweep.json`` and ``frontier.png`` under ``out``."""
+    """Run the sweep of ``plan``; write ``sweep.json`` and ``frontier.png`` under ``out``
+    (``progress`` is told a line per point of the sweep)."""
     sweep = await run_budget_sweep(
         plan.config,
         attempts=plan.attempts,
         backoffs=plan.backoffs,
         adaptive=plan.adaptive,
         sleep=sleep,
+        progress=progress,
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")

@@ -30,6 +30,11 @@ _out = Console(width=None if Console().is_terminal else 200)
 _err = Console(stderr=True)
 
 
+def _say(line: str) -> None:
+    """A progress line on stderr (the tables stay on stdout)."""
+    _err.print(line, highlight=False)
+
+
 @app.callback()
 def _group() -> None:
     """Benchmarks on real models."""
@@ -431,7 +436,7 @@ def _frontier(config: Any, out: Path, asked: dict[str, Any]) -> None:
         f"steps {list(c.steps)}, {c.episodes} episodes per cell",
         highlight=False,
     )
-    sweep, plot = asyncio.run(run_frontier(plan, out))
+    sweep, plot = asyncio.run(run_frontier(plan, out, progress=_say))
     render_sweep(sweep, f"on {', '.join(c.profiles)}")
     _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
 
@@ -512,7 +517,9 @@ def budget(
         command="closedloop bench budget",
     )
     sweep = asyncio.run(
-        run_budget_sweep(base, attempts=tries, backoffs=waits, adaptive=_csv(adaptive))
+        run_budget_sweep(
+            base, attempts=tries, backoffs=waits, adaptive=_csv(adaptive), progress=_say
+        )
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")

@@ -79,7 +79,7 @@ def frontier_plan(
         profiles=profiles,
         strategies=("fixed_retries",),
         out=None,
-        command="closedloop bench faults (frontier)",
+        command=config.command,  # the run that writes sweep.json beside its report
         **grid,
     )
     return FrontierPlan(base, attempts, backoffs)
@@ -102,7 +102,7 @@ def warnings_config(
         steps=steps or (5, 7, 10),
         episodes=episodes or (2 if config.quick else 8),
         out=None,
-        command="closedloop bench faults --warnings" + (" --quick" if config.quick else ""),
+        command=config.command,  # the run that writes early_warning.json beside its report
     )
 
 

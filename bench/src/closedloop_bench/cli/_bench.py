@@ -24,6 +24,8 @@ from closedloop.harness import (
     run_refine_bench,
 )
 
+from ._recorded import recorded_command
+
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
 _out = Console(width=None if Console().is_terminal else 200)
@@ -200,6 +202,7 @@ def _check_executor(executor: str, ray_address: str | None) -> None:
 
 @app.command("faults")
 def faults(
+    ctx: typer.Context,
     model: Annotated[
         str,
         typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
@@ -360,6 +363,7 @@ def faults(
         "executor": executor,
         "ray_address": ray_address,
         "out": out,
+        "command": recorded_command(ctx, "closedloop bench faults"),
     }
     # Every option given is used: --quick only picks what the others leave open.
     given: dict[str, Any] = {}
@@ -556,13 +560,14 @@ def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool
     from ..benchmarks._warnings import render_warnings, run_warnings, write_warnings
 
     out: Path = common.pop("out")
+    command = common.pop("command")  # the line given, --warnings in it
     config = FaultsConfig(
         **common,
         profiles=given.get("profiles", ("regimes@0.1", "regimes@0.2")),
         steps=given.get("steps", (5, 7, 10)),
         episodes=given.get("episodes", 2 if quick else 8),
         quick=quick,
-        command="closedloop bench faults --warnings" + (" --quick" if quick else ""),
+        command=command,
     )
 
     def tick(done: int, total: int) -> None:

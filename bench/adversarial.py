@@ -1,6 +1,6 @@
 """The adversarial suite: bad input, faults and attacks; writes bench/results/adversarial.json.
 
-Usage: python bench/adversarial.py [--cases N] [--episodes E] [--tasks T] [--out PATH]
+Usage: closedloop bench adversarial (or python bench/adversarial.py) [--cases N] [--episodes E] [--tasks T] [--out PATH]
 The reliability table (docs/benchmarks/reliability.md) comes from ``--cases 10000``; the default
 is a CI-sized run.
 """
@@ -26,6 +26,8 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "adversarial.json")
     args = parser.parse_args()
+    if args.tasks < 1 or args.episodes < 1 or args.cases < 4:
+        parser.error("--tasks and --episodes need at least 1, --cases at least 4")
     report = run_adversarial(
         args.cases,
         args.out,

@@ -290,3 +290,29 @@ def test_falling_quality_under_rising_effort_gives_a_non_decreasing_estimate(
     eso = RegressionESO(window=window, min_samples=1)
     f = feed(eso, [(v, 1.0, q) for v, q in zip(vs, qs, strict=True)])
     assert all(b >= a - 1e-12 for a, b in itertools.pairwise(f))
+
+
+def _calm_decline_failure(calm: int, decline: int, failure: int) -> list[tuple[float, float]]:
+    """(u, q): a calm spell (q = 1 at u = 0), a decline (q falls as the controller pushes
+    u up) and a failure that lasts with the control saturated (q = 0 at u = 1)."""
+    ramp = [(k / decline, 1.0 - k / decline) for k in range(1, decline + 1)]
+    return [(0.0, 1.0)] * calm + ramp + [(1.0, 0.0)] * failure
+
+
+@pytest.mark.parametrize("setpoint", [0.6, 0.8, 1.0])
+@pytest.mark.parametrize("window", [5, 15, 30])
+def test_a_lasting_failure_under_saturated_control_does_not_fade(
+    setpoint: float, window: int
+) -> None:
+    # u and q are collinear over the whole failure (u = 1, q = 0 at every step): a fit
+    # that read f off q's regression on u would hand the failure to the control input
+    # and let the estimate fall back. The estimate must hold while the failure lasts.
+    eso = RegressionESO(window=window, min_samples=min(5, window))
+    sequence = _calm_decline_failure(calm=10, decline=5, failure=3 * window)
+    estimates = [eso.update(u, setpoint, q) for u, q in sequence]
+    failure = estimates[15:]
+    assert all(b >= a for a, b in itertools.pairwise(failure))  # never falls back
+    held = min(1.0, setpoint + eso.input_gain)  # the failure's own disturbance
+    assert failure[-1] == pytest.approx(held)
+    assert failure[-1] >= max(estimates[:15])  # ends at least at the decline's peak
+    assert estimates[9] == 0.0  # the calm spell reads no disturbance

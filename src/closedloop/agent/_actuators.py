@@ -115,7 +115,11 @@ class Controllers:
     async def update(self, actuators: Actuators, key: str, error: float) -> ControlUpdate:
         """Feed ``key`` one error in [0, 1]; the returned actuators carry its new setting."""
         u, components, next_u = await self.bank.feed(key, error)
-        return ControlUpdate(key, u, components, actuators.updated(key, self.schedule(next_u)))
+        settings = self.schedule(next_u)
+        # A held schedule reports its held u: the trace must not show a live signal the
+        # actuators never followed.
+        u = self.schedule.reported(u)
+        return ControlUpdate(key, u, components, actuators.updated(key, settings))
 
     async def held(self, actuators: Actuators, key: str) -> ControlUpdate:
         """A step that measured nothing: ``key`` keeps its output and its terms."""

@@ -12,6 +12,7 @@ not schedule a negative delay) and rejects NaN and infinities.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -254,6 +255,11 @@ class ActuatorSchedule:
     Swap any part: ``ActuatorSchedule(strictness=schedule_strictness(0.8))``. Votes and
     context reduction are off by default (one sample and the whole context at every u);
     ``votes=schedule_votes()`` and ``context=schedule_context()`` turn them on.
+
+    ``schedule.held(u)`` takes the controller out of the loop: every actuator answers as
+    at ``u`` whatever the controller says, and the settings report ``u`` itself, so every
+    reader of the control signal (the rigour line of the prompt, the re-check of empty
+    answers, the observer's input, the trace) sees the held value, never the live one.
     """
 
     feedback_intensity: Callable[[float], FeedbackIntensity] = field(
@@ -270,9 +276,27 @@ class ActuatorSchedule:
     # The whole context by default: a model shown fewer tools may miss the one it needs,
     # so the reduction is asked for, ``context=schedule_context()``.
     context: Callable[[float], float] = field(default_factory=lambda: schedule_context(above=1.0))
+    # The control signal every step is scheduled at, whatever the controller's output
+    # (None: the live output). Set through ``held``.
+    hold: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.hold is not None:
+            object.__setattr__(self, "hold", require_unit_interval("hold", self.hold))
+
+    def held(self, u: float) -> ActuatorSchedule:
+        """This schedule frozen at ``u``: each actuator a constant (its value at ``u``,
+        also when called directly, ``schedule.max_retries(1.0)``) and ``u`` reported."""
+        u = require_unit_interval("u", u)
+        constants = {name: _Held(getattr(self, name)(u)) for name in _ACTUATORS}
+        return dataclasses.replace(self, hold=u, **constants)
+
+    def reported(self, u: float) -> float:
+        """The control signal a reader is told: the held value, else ``u`` itself."""
+        return u if self.hold is None else self.hold
 
     def __call__(self, u: float) -> ActuatorSettings:
-        u = _clip_u(u)
+        u = _clip_u(u) if self.hold is None else self.hold
         return ActuatorSettings(
             u=u,
             feedback_intensity=self.feedback_intensity(u),
@@ -284,3 +308,31 @@ class ActuatorSchedule:
             votes=self.votes(u),
             context=self.context(u),
         )
+
+
+_ACTUATORS = (
+    "feedback_intensity",
+    "strictness",
+    "retry_delay_ms",
+    "timeout_ms",
+    "max_retries",
+    "rung",
+    "votes",
+    "context",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Held(Generic[T]):
+    """An actuator schedule frozen at one value: ``value`` at every u."""
+
+    value: T
+
+    def __call__(self, _u: float) -> T:
+        return self.value
+
+
+def reported_u(schedule: Callable[[float], ActuatorSettings], u: float) -> float:
+    """The control signal a reader of ``schedule``'s settings is told: the held value of a
+    held :class:`ActuatorSchedule`, else ``u`` (any other schedule callable)."""
+    return schedule.reported(u) if isinstance(schedule, ActuatorSchedule) else u

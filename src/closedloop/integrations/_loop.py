@@ -24,6 +24,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_positive, require_unit_interval
 from ..control import PID, ActuatorSchedule, ActuatorSettings, Strictness
+from ..control._schedules import reported_u
 
 __all__ = ["DEFAULT_GAINS", "ControlContext", "ControlLoop", "ControlRecord"]
 
@@ -319,7 +320,7 @@ class ControlLoop:
                 call=call,
                 attempt=attempt,
                 error=e,
-                u=u,
+                u=reported_u(self.schedule, u),
                 components=state.pid.components,
                 applied=applied,
                 settings=settings,

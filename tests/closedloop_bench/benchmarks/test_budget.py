@@ -40,13 +40,17 @@ def test_the_verdict_reads_the_loop_against_the_best_fixed_setting() -> None:
 
 
 async def test_a_sweep_runs_every_fixed_point_and_each_adaptive_row(sleep: FakeSleep) -> None:
+    lines: list[str] = []
     sweep = await run_budget_sweep(
         tiny(steps=(1,), episodes=1),
         attempts=(1, 2),
         backoffs=(0.1,),
         adaptive=("closedloop_pid",),
         sleep=sleep,
+        progress=lines.append,
     )
+    # A line per point as it is done: a long sweep is never silent.
+    assert [line.split(":")[0] for line in lines] == ["sweep 1/3", "sweep 2/3", "sweep 3/3"]
     assert [(p["attempts"], p["backoff_s"]) for p in sweep["fixed"]] == [(1, 0.1), (2, 0.1)]
     assert [p["strategy"] for p in sweep["adaptive"]] == ["closedloop_pid"]
     assert sweep["adaptive"][0]["attempts"] == 2  # the largest budget of the sweep

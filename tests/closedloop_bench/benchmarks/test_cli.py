@@ -38,6 +38,18 @@ def test_a_tiny_faults_run_prints_the_tables_and_writes_its_files(tmp_path: Path
         assert text in result.output
     report = json.loads((out / "report.json").read_text())
     assert len(report["episodes"]) == 2 * 6 and report["config"]["profiles"] == ["none"]
+    # The recorded command is the one given, options and all, and rewrites this file.
+    recorded = report["command"].split()
+    assert recorded[:3] == ["closedloop", "bench", "faults"]
+    assert recorded[recorded.index("--out") + 1] == str(out)
+    for i, token in enumerate(TINY):
+        if not token.startswith("--"):
+            continue
+        assert token in recorded, token
+        given = TINY[i + 1] if i + 1 < len(TINY) and not TINY[i + 1].startswith("--") else None
+        if given is not None:
+            value = recorded[recorded.index(token) + 1]
+            assert value == given or float(value) == float(given), token
     assert (out / "curves.png").stat().st_size > 1000
 
 

@@ -19,6 +19,7 @@ from closedloop_bench.benchmarks._warnings import (
     Score,
     StepSignal,
     TraceCollector,
+    _met,
     onsets_from_changes,
     score_detector,
 )
@@ -180,6 +181,18 @@ def test_the_command_writes_the_report_and_uses_the_options_given(tmp_path: Path
     for failure in ("outcome", "request"):
         assert set(report["all"][failure]) == {"regression_eso", "cusum_latency"}
     assert report["all"]["request"]["regression_eso"]["onsets"] > 0
+    assert "no precursor" in report["precursor"] and "no precursor" in result.output
+    recorded = report["command"].split()  # the options given, in the command's own order
+    assert recorded[:3] == ["closedloop", "bench", "faults"] and "--warnings" in recorded
+    assert recorded[recorded.index("--steps") + 1] == "5" and recorded[-1] == str(tmp_path / "w")
+
+
+def test_no_onset_judges_no_target() -> None:
+    # Without an onset the detector was never tested: neither target is "met".
+    calm = {"onsets": 0, "flagged_ahead_share": None, "false_alarms_per_100_calm_steps": 0.0}
+    assert _met(calm) == {"flagged_ahead_share": None, "false_alarms_per_100_calm_steps": None}
+    busy = {"onsets": 3, "flagged_ahead_share": 0.9, "false_alarms_per_100_calm_steps": 2.0}
+    assert _met(busy) == {"flagged_ahead_share": True, "false_alarms_per_100_calm_steps": True}
 
 
 def test_the_study_refuses_strategies_without_a_trace(tmp_path: Path) -> None:

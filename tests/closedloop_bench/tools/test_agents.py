@@ -147,7 +147,8 @@ def test_frozen_holds_every_actuator_and_the_protocol() -> None:
     assert frozen.protocols is False
     on = AgentStrategy().control()
     schedule = frozen.schedule
-    for name in type(schedule).__dataclass_fields__:
+    assert schedule.hold == FROZEN_U and schedule(1.0).u == FROZEN_U  # u reported held
+    for name in type(schedule).__dataclass_fields__.keys() - {"hold"}:
         fn = getattr(schedule, name)
         assert fn(0.0) == fn(1.0) == getattr(on.schedule, name)(FROZEN_U), name
     built = get_tool_strategy("frozen").control()  # type: ignore[attr-defined]

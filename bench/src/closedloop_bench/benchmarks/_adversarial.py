@@ -24,6 +24,7 @@ except ImportError as exc:  # Hypothesis generates the bad input: a declared ext
         "the adversarial benchmark needs hypothesis: pip install 'closedloop-bench[adversarial]'"
     ) from exc
 
+from closedloop._exceptions import ConfigurationError
 from closedloop.perception import HttpTool
 
 from ._adversarial_api import ApiRig
@@ -144,6 +145,37 @@ def reliability_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MIN_CASES = 4
+"""The fewest bad inputs that give each rig one: half go to model replies, a quarter to
+tool answers and the rest to API requests."""
+
+
+def adversarial_command(
+    cases: int, out: Path | None, *, episodes: int, tasks: int, crash_tests: bool, salt: int
+) -> str:
+    """The command line that reruns this suite and rewrites exactly ``out``."""
+    parts = [
+        "closedloop bench adversarial",
+        f"--cases {cases}",
+        f"--episodes {episodes}",
+        f"--tasks {tasks}",
+        f"--seed {salt}",
+    ]
+    if not crash_tests:
+        parts.append("--no-crash-tests")
+    if out is not None:
+        parts.append(f"--out {_shown(out)}")
+    return " ".join(parts)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies under it (a portable line)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run_adversarial(
     cases: int,
     out: Path | None,
@@ -154,6 +186,12 @@ def run_adversarial(
     salt: int = 0,
 ) -> dict[str, Any]:
     """Run the whole suite; write the JSON to ``out`` when given."""
+    if isinstance(cases, bool) or not isinstance(cases, int) or cases < MIN_CASES:
+        raise ConfigurationError("cases", cases, f"needs at least {MIN_CASES} (one per rig)")
+    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+        raise ConfigurationError("tasks", tasks, "the store faults need at least one task")
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ConfigurationError("episodes", episodes, "needs at least one episode per cell")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="closedloop-adversarial-") as tmp:
         root = Path(tmp)
@@ -172,7 +210,9 @@ def run_adversarial(
 
         attack_rows = asyncio.run(attacks())
     report: dict[str, Any] = {
-        "command": f"python bench/adversarial.py --cases {cases}",
+        "command": adversarial_command(
+            cases, out, episodes=episodes, tasks=tasks, crash_tests=repo is not None, salt=salt
+        ),
         "python": platform.python_version(),
         "wall_s": round(time.perf_counter() - started, 1),
         "bad_input": {

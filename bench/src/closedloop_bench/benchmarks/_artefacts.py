@@ -79,7 +79,7 @@ def frontier_plan(
         profiles=profiles,
         strategies=("fixed_retries",),
         out=None,
-        command="closedloop bench faults (frontier)",
+        command=config.command,  # the run that writes sweep.json beside its report
         **grid,
     )
     return FrontierPlan(base, attempts, backoffs)
@@ -102,20 +102,26 @@ def warnings_config(
         steps=steps or (5, 7, 10),
         episodes=episodes or (2 if config.quick else 8),
         out=None,
-        command="closedloop bench faults --warnings" + (" --quick" if config.quick else ""),
+        command=config.command,  # the run that writes early_warning.json beside its report
     )
 
 
 async def run_frontier(
-    plan: FrontierPlan, out: Path, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    plan: FrontierPlan,
+    out: Path,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
-    """Run the sweep of ``plan``; write ``sweep.json`` and ``frontier.png`` under ``out``."""
+    """Run the sweep of ``plan``; write ``sweep.json`` and ``frontier.png`` under ``out``
+    (``progress`` is told a line per point of the sweep)."""
     sweep = await run_budget_sweep(
         plan.config,
         attempts=plan.attempts,
         backoffs=plan.backoffs,
         adaptive=plan.adaptive,
         sleep=sleep,
+        progress=progress,
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")

@@ -120,10 +120,11 @@ async def run_budget_sweep(
     fixed: str = "fixed_retries",
     adaptive: Sequence[str] = ("closedloop_pid", "closedloop_budget"),
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Every fixed (attempts, backoff) point of ``fixed``, then each ``adaptive`` strategy
     at the sweep's largest attempt budget, all on ``base``'s episodes (every backoff
-    through ``sleep``)."""
+    through ``sleep``). ``progress`` is told a line as each point is done."""
     if not attempts or any(
         isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in attempts
     ):
@@ -132,13 +133,17 @@ async def run_budget_sweep(
         raise ConfigurationError("backoffs", list(backoffs), "seconds, at least 0")
     quiet = dataclasses.replace(base, out=None)
     points: list[BudgetPoint] = []
+    say = progress or (lambda _line: None)
+    total = len(attempts) * len(backoffs) + 1
     for a in attempts:
         for b in backoffs:
             config = dataclasses.replace(quiet, strategies=(fixed,), attempts=a, backoff_s=b)
             report = await run_faults_bench(config, sleep=sleep)
             points.append(_point(fixed, config, report.episodes))
+            say(f"sweep {len(points)}/{total}: {fixed} attempts {a}, backoff {b} s done")
     top = dataclasses.replace(quiet, strategies=tuple(adaptive), attempts=max(attempts))
     report = await run_faults_bench(top, sleep=sleep)
+    say(f"sweep {total}/{total}: {', '.join(adaptive)} at attempts {max(attempts)} done")
     loops = [
         _point(name, top, [r for r in report.episodes if r.strategy == name]) for name in adaptive
     ]

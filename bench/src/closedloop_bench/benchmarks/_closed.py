@@ -189,18 +189,9 @@ def react_agent(
 def fixed_config(config: ControlConfig, u: float = FIXED_U) -> ControlConfig:
     """``config`` with the controller taken out of the loop: every actuator schedule
     answers as if ``u`` were always ``u`` (same retry budget, no feedback)."""
-    base = config.schedule
-    frozen = {f.name: _constant(getattr(base, f.name), u) for f in dataclasses.fields(base)}
-    return dataclasses.replace(config, schedule=dataclasses.replace(base, **frozen))
-
-
-def _constant(fn: Callable[[float], Any], u: float) -> Callable[[float], Any]:
-    value = fn(u)
-
-    def constant(_: float) -> Any:
-        return value
-
-    return constant
+    # ``held`` also reports u itself to every reader of the settings (the rigour line, the
+    # re-check of empty answers, the observer's input), not the controller's live output.
+    return dataclasses.replace(config, schedule=config.schedule.held(u))
 
 
 def budget_config(config: ControlConfig, *, attempts: int) -> ControlConfig:

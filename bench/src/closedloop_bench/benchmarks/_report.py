@@ -10,11 +10,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
 from rich.table import Table
 
 from ._stats import percentile, rate
+from ._verdicts import bounded_verdict
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",
@@ -155,6 +156,16 @@ class ClaimCheck(_Frozen):
     verdict: str
     baselines: list[ClaimBaseline] = Field(default_factory=list)
     command: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_rows(cls, data: Any) -> Any:
+        # Also on load: a report written before the rule reads back bounded by its rows.
+        if not isinstance(data, dict) or not isinstance(data.get("verdict"), str):
+            return data
+        rows = data.get("baselines") or []
+        verdicts = [r["verdict"] if isinstance(r, dict) else r.verdict for r in rows]
+        return {**data, "verdict": bounded_verdict(data["verdict"], verdicts)}
 
 
 class OnVsFrozen(_Frozen):

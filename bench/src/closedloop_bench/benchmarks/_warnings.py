@@ -401,6 +401,7 @@ async def run_warnings(
         "detectors": {d.name: d.source for d in detectors},
         "definitions": DEFINITIONS,
         "targets": TARGETS,
+        "precursor": PRECURSOR,
         "all": summary,
         "met": {
             failure: {name: _met(result) for name, result in by_name.items()}
@@ -410,8 +411,18 @@ async def run_warnings(
     }
 
 
+PRECURSOR = (
+    "an onset from healthy has no precursor: a healthy spell ends with a constant hazard "
+    "(the onset rate per request) and the next regime is an independent draw, so no "
+    "estimator can flag it ahead; only a degraded spell's latency ramp shows before it fails"
+)
+
+
 def _met(result: Mapping[str, Any]) -> dict[str, bool | None]:
+    """Each target met or not; None where it cannot be judged (no onset: nothing tested)."""
     share, rate = result["flagged_ahead_share"], result["false_alarms_per_100_calm_steps"]
+    if not result.get("onsets"):
+        share = rate = None
     return {
         "flagged_ahead_share": None if share is None else share >= TARGETS["flagged_ahead_share"],
         "false_alarms_per_100_calm_steps": (
@@ -468,6 +479,8 @@ def render_warnings(report: Mapping[str, Any], console: Console) -> None:
             )
     console.print(table)
     targets = report["targets"]
+    if report.get("precursor"):
+        console.print(f"note: {report['precursor']}", highlight=False)
     console.print(
         f"targets: flagged ahead >= {100 * targets['flagged_ahead_share']:.0f} % of onsets with "
         f"a failure, <= {targets['false_alarms_per_100_calm_steps']:.0f} false alarms per 100 "

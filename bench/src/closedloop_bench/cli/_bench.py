@@ -24,10 +24,17 @@ from closedloop.harness import (
     run_refine_bench,
 )
 
+from ._recorded import recorded_command
+
 app = typer.Typer(help="Benchmarks on real models.", no_args_is_help=True)
 # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
 _out = Console(width=None if Console().is_terminal else 200)
 _err = Console(stderr=True)
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr (the tables stay on stdout)."""
+    _err.print(line, highlight=False)
 
 
 @app.callback()
@@ -195,6 +202,7 @@ def _check_executor(executor: str, ray_address: str | None) -> None:
 
 @app.command("faults")
 def faults(
+    ctx: typer.Context,
     model: Annotated[
         str,
         typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
@@ -355,6 +363,7 @@ def faults(
         "executor": executor,
         "ray_address": ray_address,
         "out": out,
+        "command": recorded_command(ctx, "closedloop bench faults"),
     }
     # Every option given is used: --quick only picks what the others leave open.
     given: dict[str, Any] = {}
@@ -431,7 +440,7 @@ def _frontier(config: Any, out: Path, asked: dict[str, Any]) -> None:
         f"steps {list(c.steps)}, {c.episodes} episodes per cell",
         highlight=False,
     )
-    sweep, plot = asyncio.run(run_frontier(plan, out))
+    sweep, plot = asyncio.run(run_frontier(plan, out, progress=_say))
     render_sweep(sweep, f"on {', '.join(c.profiles)}")
     _out.print(f"sweep: {out / 'sweep.json'}" + (f", plot: {plot}" if plot else ""))
 
@@ -512,7 +521,9 @@ def budget(
         command="closedloop bench budget",
     )
     sweep = asyncio.run(
-        run_budget_sweep(base, attempts=tries, backoffs=waits, adaptive=_csv(adaptive))
+        run_budget_sweep(
+            base, attempts=tries, backoffs=waits, adaptive=_csv(adaptive), progress=_say
+        )
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(sweep, indent=2, default=str) + "\n")
@@ -549,13 +560,14 @@ def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool
     from ..benchmarks._warnings import render_warnings, run_warnings, write_warnings
 
     out: Path = common.pop("out")
+    command = common.pop("command")  # the line given, --warnings in it
     config = FaultsConfig(
         **common,
         profiles=given.get("profiles", ("regimes@0.1", "regimes@0.2")),
         steps=given.get("steps", (5, 7, 10)),
         episodes=given.get("episodes", 2 if quick else 8),
         quick=quick,
-        command="closedloop bench faults --warnings" + (" --quick" if quick else ""),
+        command=command,
     )
 
     def tick(done: int, total: int) -> None:

@@ -172,9 +172,11 @@ class AnyOf(Policy[R]):
         return min(delays) if delays else None
 
     def fires_on_results(self) -> bool:
+        """Whether any part can fire after an attempt that returned."""
         return any(p.fires_on_results() for p in self.parts)
 
     def reason_family(self) -> Any:
+        """The first part's reason family: the enum a composed plain callable answers in."""
         return self.parts[0].reason_family()
 
 
@@ -195,9 +197,11 @@ class AllOf(Policy[R]):
         return None
 
     def fires_on_results(self) -> bool:
+        """Whether every part can fire after an attempt that returned (all must, for the whole)."""
         return all(p.fires_on_results() for p in self.parts)
 
     def reason_family(self) -> Any:
+        """The first part's reason family: the enum a composed plain callable answers in."""
         return self.parts[0].reason_family()
 
 
@@ -257,6 +261,7 @@ class stop_after_delay(Policy[Any]):
         return self.reason if state.elapsed_s >= self.seconds else None
 
     def max_delay_s(self) -> float | None:
+        """The configured delay: once that much time has elapsed, this stop fires."""
         return self.seconds
 
 
@@ -334,6 +339,7 @@ class retry_if_exception_type(Policy[str]):
         return None
 
     def fires_on_results(self) -> bool:
+        """Never: this condition judges only attempts that raised."""
         return False
 
 
@@ -350,6 +356,7 @@ class retry_if_exception(Policy[str]):
         return None
 
     def fires_on_results(self) -> bool:
+        """Never: this condition judges only attempts that raised."""
         return False
 
 
@@ -374,6 +381,7 @@ class retry_never(Policy[str]):
         return None
 
     def fires_on_results(self) -> bool:
+        """Never: this condition fires on nothing."""
         return False
 
 

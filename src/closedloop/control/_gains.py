@@ -84,6 +84,7 @@ class Gains:
             )
 
     def as_dict(self) -> dict[str, float | int]:
+        """The gains and the ESO window sizes as a plain dict."""
         return {
             "kp": self.kp,
             "ki": self.ki,
@@ -171,9 +172,11 @@ class GainTable:
         return self.rows[DEFAULT_GAIN_KEY], DEFAULT_GAIN_KEY
 
     def with_row(self, key: str, gains: Gains) -> GainTable:
+        """A copy of the table with row ``key`` set to ``gains`` (added or replaced)."""
         return GainTable({**self.rows, key: gains}, self.created_at, self.note)
 
     def to_json(self) -> str:
+        """The table as JSON text, rows sorted by key (``from_json`` reads it back)."""
         model = _TableModel(
             created_at=self.created_at,
             note=self.note,
@@ -247,6 +250,7 @@ class GainPredictor:
         return self.candidates[best]
 
     def to_json(self) -> str:
+        """The predictor as JSON text (``from_json`` reads it back)."""
         model = _PredictorModel(
             created_at=self.created_at,
             note=self.note,

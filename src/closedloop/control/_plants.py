@@ -25,6 +25,7 @@ class FirstOrderPlant:
         self.y = require_finite("y0", y0)
 
     def step(self, u: float, disturbance: float = 0.0) -> float:
+        """Advance one Euler step of ``h`` under ``u`` plus ``disturbance``; the new output."""
         self.y += self.h * (-self.y + self.K * (u + disturbance)) / self.T
         return self.y
 
@@ -40,6 +41,7 @@ class SecondOrderPlant:
         self.dy = 0.0
 
     def step(self, u: float, disturbance: float = 0.0) -> float:
+        """Advance one Euler step of ``h`` under ``u`` plus ``disturbance``; the new output."""
         ddy = (self.K * (u + disturbance) - self.y - 2.0 * self.T * self.dy) / (self.T * self.T)
         self.y += self.h * self.dy
         self.dy += self.h * ddy
@@ -59,6 +61,7 @@ class FOPDTPlant:
         self._buffer: deque[float] = deque([0.0] * delay, maxlen=delay) if delay else deque()
 
     def step(self, u: float, disturbance: float = 0.0) -> float:
+        """Advance one step of ``h``; the input acts after the dead time. The new output."""
         u_total = u + disturbance
         if self._buffer.maxlen:
             delayed = self._buffer[0]

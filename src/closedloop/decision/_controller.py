@@ -73,6 +73,7 @@ class DecisionLog:
         self._entries: deque[Decision] = deque(maxlen=require_int_at_least("maxlen", maxlen, 1))
 
     def append(self, decision: Decision) -> None:
+        """Add one decision at the end of the log."""
         self._entries.append(decision)
 
     @property
@@ -80,9 +81,11 @@ class DecisionLog:
         return tuple(self._entries)
 
     def reasons(self) -> list[str]:
+        """Each decision's reason, oldest first."""
         return [d.reason for d in self._entries]
 
     def to_jsonl(self) -> str:
+        """The log as JSON Lines, one decision per line, oldest first."""
         return "".join(d.model_dump_json() + "\n" for d in self._entries)
 
     def __iter__(self) -> Iterator[Decision]:
@@ -147,6 +150,7 @@ class HybridController:
                 self._latest[obs.source] = obs
 
     def forget(self, source: str) -> None:
+        """Drop the latest observation kept for ``source`` (nothing happens if there is none)."""
         self._latest.pop(source, None)
 
     @property

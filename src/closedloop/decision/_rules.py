@@ -82,6 +82,7 @@ class RuleRegistry:
             self.add(rule)
 
     def add(self, rule: Rule) -> Rule:
+        """Register ``rule`` (its name must be new) and return it."""
         if not isinstance(rule, Rule):
             raise ConfigurationError("rule", rule, "must be a Rule")
         if any(existing.name == rule.name for existing in self._rules):

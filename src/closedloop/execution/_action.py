@@ -83,6 +83,7 @@ class Confirmation:
             raise ConfigurationError("approved_by", self.approved_by, "must name who approved")
 
     def covers(self, action: str) -> bool:
+        """Whether this confirmation approves ``action`` (one that names no action approves any)."""
         return self.action is None or self.action == action
 
 

@@ -62,7 +62,8 @@ class RecordStore(Protocol):
     # The signatures repeat StateStore's on purpose: a structural subset keeps execution
     # free of any import of feedback.
 
-    async def record_get(self, namespace: str, key: str) -> StoredRecord | None: ...
+    async def record_get(self, namespace: str, key: str) -> StoredRecord | None:
+        """The record, or None if there is none."""
 
     async def record_put(
         self,
@@ -71,9 +72,11 @@ class RecordStore(Protocol):
         value: Mapping[str, Any],
         *,
         expected_version: int | None = None,
-    ) -> StoredRecord: ...
+    ) -> StoredRecord:
+        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
 
-    async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]: ...
+    async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
 
 
 def _thaw(value: Any) -> Any:

@@ -47,7 +47,8 @@ class SecretResolver(Protocol):
     of it) and raises when there is none. Called at the moment of each tool call, so a
     rotated credential is picked up by the next call."""
 
-    def resolve(self, name: str) -> str | Awaitable[str]: ...
+    def resolve(self, name: str) -> str | Awaitable[str]:
+        """The value of secret ``name``, or an awaitable of it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -101,9 +101,11 @@ class StateStore(Protocol):
 
     async def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
-    ) -> Snapshot: ...
+    ) -> Snapshot:
+        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
 
-    async def get(self, session_id: str) -> Snapshot: ...
+    async def get(self, session_id: str) -> Snapshot:
+        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
 
     async def put(
         self,
@@ -112,7 +114,8 @@ class StateStore(Protocol):
         *,
         expected_version: int,
         field_ttl_s: Mapping[str, float] | None = None,
-    ) -> Snapshot: ...
+    ) -> Snapshot:
+        """Replace the session's data if it is still at ``expected_version``."""
 
     async def update(
         self,
@@ -120,13 +123,17 @@ class StateStore(Protocol):
         fn: Callable[[Snapshot], Mapping[str, Any]],
         *,
         max_attempts: int = 16,
-    ) -> Snapshot: ...
+    ) -> Snapshot:
+        """Read, apply ``fn`` to the snapshot, and compare-and-set the result."""
 
-    async def delete(self, session_id: str) -> bool: ...
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session; True if a live one was removed."""
 
-    async def gc(self) -> int: ...
+    async def gc(self) -> int:
+        """Delete expired sessions and expired fields; return how many of both were removed."""
 
-    async def record_get(self, namespace: str, key: str) -> Record | None: ...
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        """The record, or None if there is none."""
 
     async def record_put(
         self,
@@ -135,13 +142,17 @@ class StateStore(Protocol):
         value: Mapping[str, Any],
         *,
         expected_version: int | None = None,
-    ) -> Record: ...
+    ) -> Record:
+        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
 
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]: ...
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
 
-    async def record_delete(self, namespace: str, key: str) -> bool: ...
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        """Remove a record; True if it existed."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release the backend; later operations raise ``StoreUnavailableError``."""
 
 
 @dataclass(frozen=True, slots=True)

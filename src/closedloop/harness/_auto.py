@@ -42,6 +42,7 @@ class Auto:
         return "auto"
 
     def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
         return _AutoSession(self, task)
 
 

@@ -168,6 +168,7 @@ class BenchReport:
         ]
 
     def summary(self, strategy: str) -> dict[str, Any]:
+        """One strategy's figures over its runs: pass rates, rounds, calls, tokens and time."""
         runs = self.runs[strategy]
         reached = [r.rounds_to_target for r in runs if r.rounds_to_target is not None]
         return {
@@ -185,6 +186,7 @@ class BenchReport:
         }
 
     def stop_summary(self, name: str) -> dict[str, Any]:
+        """One stop rule's figures over its runs: rounds, pass rate, wasted rounds, outcomes."""
         runs = self.stop_runs[name]
         return {
             "stop": name,
@@ -198,6 +200,7 @@ class BenchReport:
         }
 
     def to_json(self) -> dict[str, Any]:
+        """The whole report as a JSON-ready dict: its configuration and every figure."""
         cfg = self.config
         return {
             "config": {

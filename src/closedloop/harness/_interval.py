@@ -38,6 +38,7 @@ class Interval:
         return f"{self.inner.name}+interval{self.n}"
 
     def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
         return _IntervalSession(self.n, self.inner.start(task))
 
 

@@ -147,6 +147,7 @@ class stop_when_target_met(_RoundPolicy):
         require_finite("target", self.target)
 
     def judge(self, state: RefineState) -> StopDecision | None:
+        """Stop once the last evaluated score reaches the target; otherwise None."""
         if state.last_evaluated and state.scores[-1] is not None:
             score = state.scores[-1]
             if score >= self.target - 1e-12:
@@ -166,6 +167,7 @@ class stop_after_rounds(_RoundPolicy):
         require_int_at_least("rounds", self.rounds, 1)
 
     def judge(self, state: RefineState) -> StopDecision | None:
+        """Stop once the configured number of rounds has run; otherwise None."""
         if state.round >= self.rounds:
             return StopDecision(StopReason.MAX_ROUNDS, f"{state.round} of {self.rounds} rounds run")
         return None
@@ -192,6 +194,7 @@ class stop_on_lyapunov(_RoundPolicy):
         require_int_at_least("patience", self.patience, 1)
 
     def judge(self, state: RefineState) -> StopDecision | None:
+        """Stop once ``V`` rose ``patience`` rounds in a row; otherwise None."""
         if not state.last_evaluated:
             return None
         verdict = _replay(state.evaluated, state.target, self.patience)
@@ -227,6 +230,7 @@ class stop_on_trajectory(_RoundPolicy):
         require_int_at_least("patience", self.patience, 1)
 
     def judge(self, state: RefineState) -> StopDecision | None:
+        """Stop once the trajectory is one of ``classes``; otherwise None."""
         scores = state.evaluated
         if not state.last_evaluated or len(scores) < self.min_evaluated:
             return None
@@ -247,6 +251,7 @@ class stop_on_fixed_point(_RoundPolicy):
     """
 
     def judge(self, state: RefineState) -> StopDecision | None:
+        """Stop when a round repeated an earlier program under the same feedback; otherwise None."""
         if state.fixed_point:
             return StopDecision(
                 StopReason.FIXED_POINT,

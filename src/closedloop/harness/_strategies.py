@@ -134,7 +134,8 @@ class Strategy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def start(self, task: CodeTask) -> StrategySession: ...
+    def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
 
 
 def _score_line(r: RefinementRound) -> str:
@@ -167,6 +168,7 @@ class BlindRetry:
         return "blind_retry" if self.temperature is None else f"blind_retry@{self.temperature:g}"
 
     def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
         return _BlindSession(task, self.temperature)
 
 
@@ -202,6 +204,7 @@ class SelfRefine:
         return "self_refine"
 
     def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
         return _SelfRefineSession(task)
 
 
@@ -299,6 +302,7 @@ class PIDFeedback:
         return f"{name}_adaptive" if self.memory is not None else name
 
     def start(self, task: CodeTask) -> StrategySession:
+        """A refinement session of this strategy for ``task``."""
         return _PIDSession(self, task)
 
 

@@ -171,6 +171,7 @@ class FaultRecord:
     details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict."""
         return {
             "call_id": self.call_id,
             "call_index": self.call_index,
@@ -242,6 +243,7 @@ class FaultInjectingModel(WrapperModel):
         return tuple(self._log)
 
     def faults_for(self, call_id: str) -> tuple[FaultRecord, ...]:
+        """The faults injected into call ``call_id``, in order."""
         return tuple(r for r in self._log if r.call_id == call_id)
 
     def counts(self) -> Counter[FaultKind]:

@@ -39,6 +39,7 @@ class Price:
         require_non_negative("output_per_mtok", self.output_per_mtok)
 
     def cost(self, usage: Usage) -> float:
+        """The cost of ``usage`` at these per-million-token prices."""
         return (
             usage.prompt_tokens * self.input_per_mtok
             + usage.completion_tokens * self.output_per_mtok
@@ -163,6 +164,7 @@ class UsageMeter:
         return self.snapshot().total
 
     def reset(self) -> None:
+        """Forget every model's counts."""
         with self._lock:
             self._by_model.clear()
 

@@ -25,7 +25,8 @@ Vectors = npt.NDArray[np.float64]
 class Embedder(Protocol):
     """Anything that turns texts into one vector per text (rows of a 2-D array)."""
 
-    def embed(self, texts: Sequence[str]) -> Vectors: ...
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One vector per text, in order (the rows of a 2-D array)."""
 
 
 def _normalise(text: str) -> str:

@@ -136,3 +136,22 @@ def _a_dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
+
+
+async def test_of_two_processes_claiming_one_orphan_only_one_wins(tmp_path: Path) -> None:
+    from closedloop.feedback import SQLiteStore
+    from closedloop.server._recovery import _claim
+    from closedloop.server._run_records import RUNS
+
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        await store.record_put(RUNS, "s/r", {"status": "running", "worker": _a_dead_pid()})
+        seen = await store.record_get(RUNS, "s/r")
+        assert seen is not None
+        first = await _claim(store, seen, "here", 101)
+        second = await _claim(store, seen, "here", 102)  # read the same version: too late
+        assert first is not None and second is None
+        stored = await store.record_get(RUNS, "s/r")
+        assert stored is not None and stored.to_dict()["claimed_by"] == {"host": "here", "pid": 101}
+    finally:
+        await store.close()

@@ -7,7 +7,8 @@ over through the same path a queue takeover uses (:meth:`RunManager.continue_run
 pending effects reconciled and the step redone, a run that had not saved a step started,
 a pending effect nothing can settle handed to a person. No person has to ask.
 
-A run is *orphaned* when its record names a worker on this host whose process is gone
+Several workers that start together on one store claim each orphan by compare-and-set
+on its record's version, so exactly one continues it. A run is *orphaned* when its record names a worker on this host whose process is gone
 (or is this very process, which executes nothing yet). Runs of another host are left to
 that host: a process id says nothing elsewhere (several hosts share runs through the run
 queue, whose takeover covers them). Durable-execution engines recover the same way when
@@ -23,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._exceptions import StaleStateError
+from ..feedback import Record, StateStore
 from ._auth import Principal
 from ._deps import Service
 from ._run_records import RUNS
@@ -64,6 +67,19 @@ def is_orphaned(run: Mapping[str, Any], *, host: str, pid: int) -> bool:
     return worker == pid or not _alive(worker)
 
 
+async def _claim(store: StateStore, record: Record, host: str, pid: int) -> dict[str, Any] | None:
+    """Take the run for this process by compare-and-set on the version it was read at, so
+    of several workers starting together exactly one continues it (None: lost the race).
+    The record keeps naming the dead worker in ``taken_from`` (set by the takeover)."""
+    run = record.to_dict()
+    claimed = {**run, "claimed_by": {"host": host, "pid": pid}}
+    try:
+        await store.record_put(RUNS, record.key, claimed, expected_version=record.version)
+    except StaleStateError:
+        return None
+    return run
+
+
 async def recover_orphaned_runs(service: Service) -> list[Recovered]:
     """Take over, in this process, every orphaned run of every key's scope.
 
@@ -83,7 +99,10 @@ async def recover_orphaned_runs(service: Service) -> list[Recovered]:
                 continue
             if service.runs.executes_here(store, record.key):
                 continue
-            how = await service.runs.continue_run(store, run, taken_over=True)
+            claimed = await _claim(store, record, host, pid)
+            if claimed is None:
+                continue  # another process starting at the same time took it
+            how = await service.runs.continue_run(store, claimed, taken_over=True)
             _log.warning(
                 "run %s was left running by worker %s, which is gone: %s",
                 record.key,

@@ -34,6 +34,7 @@ from ._ladder import ModelLadder, Rung
 from ._local import LocalLlama, clear_local_model_cache
 from ._metered import MeteredModel
 from ._openai import OpenAICompatible, StructuredOutput
+from ._confidence import Confidence, TokenLogprob
 from ._protocol import CallInfo, Model, ModelBase, RawCompletion
 from ._registry import (
     BUILTIN_MODELS,
@@ -78,6 +79,7 @@ __all__ = [
     "BuiltinModel",
     "CallInfo",
     "Completion",
+    "Confidence",
     "FaultInjectingModel",
     "FaultKind",
     "FaultProfile",
@@ -103,6 +105,7 @@ __all__ = [
     "ScriptedModel",
     "StructuredOutput",
     "SyncModel",
+    "TokenLogprob",
     "ToolCall",
     "Usage",
     "UsageMeter",

@@ -132,7 +132,14 @@ def _fake_app(log: list[dict[str, Any]]) -> Starlette:
             }
             return JSONResponse(_completion(body, None, tool_calls=[call]))
         if model == "logprobs" and body.get("logprobs"):
-            pieces = [('{"', -0.01), ("tool", -0.02), ('":"', -0.01), ("get", -0.9), ("_weather", -0.3), ('"}', -0.05)]
+            pieces = [
+                ('{"', -0.01),
+                ("tool", -0.02),
+                ('":"', -0.01),
+                ("get", -0.9),
+                ("_weather", -0.3),
+                ('"}', -0.05),
+            ]
             content = [
                 {"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in pieces
             ]

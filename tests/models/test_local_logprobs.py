@@ -18,7 +18,9 @@ async def test_smollm2_logprobs_are_non_positive_and_mark_the_values(smollm2_pat
     model = LocalLlama(smollm2_path, n_threads=2)
     request = ModelRequest(response_schema=WEATHER_SCHEMA, max_tokens=40, logprobs=True)
     sensed = await model.complete(WEATHER_QUESTION, request)
-    plain = await model.complete(WEATHER_QUESTION, ModelRequest(response_schema=WEATHER_SCHEMA, max_tokens=40))
+    plain = await model.complete(
+        WEATHER_QUESTION, ModelRequest(response_schema=WEATHER_SCHEMA, max_tokens=40)
+    )
     assert sensed.logprobs, "no logprobs came back"
     assert all(t.logprob <= 0.0 for t in sensed.logprobs)
     assert "".join(t.token for t in sensed.logprobs) == sensed.text

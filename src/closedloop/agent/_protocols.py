@@ -19,8 +19,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..execution import canonical_json, normalise
 from ..feedback import StateStore
-from ..models import Completion
-from ..models import Confidence
+from ..models import Completion, Confidence
 from ..models._confidence import agreement_of
 from ..perception import error_similarity
 from ._actions import Proposal
@@ -29,8 +28,8 @@ __all__ = [
     "SuccessMemory",
     "Vote",
     "intersect",
-    "proposal_key",
     "proposal_confidence",
+    "proposal_key",
     "same_value",
     "vote",
 ]
@@ -159,7 +158,7 @@ def proposal_confidence(
     top = max(valid, key=valid.count) if valid else None
     index = keys.index(top) if top is not None else 0
     sensed = completions[index].confidence if index < len(completions) else None
-    fields = {} if sensed is None else sensed.model_dump(exclude={"samples"})
+    fields = {} if sensed is None else sensed.model_dump(exclude={"samples", "agreement", "margin"})
     multi = len(proposals) > 1
     return Confidence(
         **fields,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from ._completion import Completion, Message, MessagesInput, ToolCall, Usage, normalize_messages
+from ._confidence import Confidence, TokenLogprob
 from ._faults import (
     DRIFT_KINDS,
     FAULT_PROFILES,
@@ -34,7 +35,6 @@ from ._ladder import ModelLadder, Rung
 from ._local import LocalLlama, clear_local_model_cache
 from ._metered import MeteredModel
 from ._openai import OpenAICompatible, StructuredOutput
-from ._confidence import Confidence, TokenLogprob
 from ._protocol import CallInfo, Model, ModelBase, RawCompletion
 from ._registry import (
     BUILTIN_MODELS,

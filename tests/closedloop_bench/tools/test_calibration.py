@@ -10,7 +10,13 @@ import pytest
 
 from closedloop.models import FunctionModel, Message, RawCompletion
 from closedloop.models._protocol import CallInfo
-from closedloop_bench.tools._calibration import auroc, calibration_report, ece, read_task, reliability
+from closedloop_bench.tools._calibration import (
+    auroc,
+    calibration_report,
+    ece,
+    read_task,
+    reliability,
+)
 from closedloop_bench.tools._format import load_tool_tasks
 from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._oracle import ideal_reply

@@ -70,7 +70,10 @@ def ece(probs: Sequence[float], labels: Sequence[bool], bins: int = 10) -> float
     if not probs:
         return None
     total = len(probs)
-    return sum(b["n"] / total * abs(b["confidence"] - b["accuracy"]) for b in reliability(probs, labels, bins))
+    return sum(
+        b["n"] / total * abs(b["confidence"] - b["accuracy"])
+        for b in reliability(probs, labels, bins)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +202,12 @@ def plot_reliability(report: Mapping[str, Any], path: Path) -> Path:
         if bins:
             area = report["overall"][name]["auroc"]
             label = f"{name} (AUROC {area:.2f})" if area is not None else name
-            ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", label=label)
+            ax.plot(
+                [b["confidence"] for b in bins],
+                [b["accuracy"] for b in bins],
+                marker="o",
+                label=label,
+            )
     ax.set_xlabel("sensor confidence")
     ax.set_ylabel("share of first proposals the checker accepts")
     ax.set_title(f"{report['model']}: {report['overall']['n']} tasks")

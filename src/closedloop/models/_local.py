@@ -153,7 +153,9 @@ class _TokenLogprobs:
             return
         logprob = min(0.0, float(self._row[token]) - self._norm)
         self._row = None
-        if _llama_cpp().llama_token_is_eog(self._llama._model.vocab, token):
+        module = _llama_cpp()
+        is_eog = getattr(module, "llama_vocab_is_eog", None) or module.llama_token_is_eog
+        if is_eog(self._llama._model.vocab, token):
             return
         raw = self._pending + self._llama.detokenize([token])
         try:

@@ -16,9 +16,9 @@ from closedloop.agent import (
     tool,
 )
 from closedloop.agent._actions import Proposal
-from closedloop.agent._protocols import intersect, vote
+from closedloop.agent._protocols import intersect, proposal_confidence, vote
 from closedloop.agent._records import ActionCall
-from closedloop.models import CallInfo, FunctionModel, Message
+from closedloop.models import CallInfo, Completion, Confidence, FunctionModel, Message
 from closedloop.perception import Observation
 
 from .conftest import call, final, make_agent
@@ -192,3 +192,22 @@ async def test_protocols_off_keeps_the_loop_at_normal(protocols: bool) -> None:
     agent, _ = make_agent(FunctionModel(reply), [_shaky_sensor(0.5)], control=config)
     result = await agent.run("read")
     assert (result.steps[1].protocol == "normal") is (not protocols)
+
+
+def test_proposal_confidence_reads_agreement_margin_and_the_winners_logprobs() -> None:
+    def completion(low: float) -> Completion:
+        conf = Confidence(decision_tokens=1, logprob_mean=low, logprob_min=low, logprob_low=low)
+        return Completion(text="", model="m", call_id="c", confidence=conf)
+
+    a = Proposal("tool", call=ActionCall(tool="add", arguments={"a": 1}))
+    a_again = Proposal("tool", call=ActionCall(tool="add", arguments={"a": 1.0}))
+    b = Proposal("tool", call=ActionCall(tool="sub", arguments={}))
+    sensed = proposal_confidence(
+        [b, a, a_again], [completion(-3.0), completion(-0.5), completion(-1.0)]
+    )
+    assert sensed.samples == 3
+    assert sensed.agreement == pytest.approx(2 / 3)
+    assert sensed.margin == pytest.approx(1 / 3)
+    assert sensed.logprob_min == -0.5  # the first sample making the majority call
+    single = proposal_confidence([a], [completion(-0.2)])
+    assert single.agreement is None and single.logprob_low == -0.2

@@ -131,6 +131,21 @@ def _fake_app(log: list[dict[str, Any]]) -> Starlette:
                 "function": {"name": "get_weather", "arguments": '{"city": "上海"}'},
             }
             return JSONResponse(_completion(body, None, tool_calls=[call]))
+        if model == "logprobs" and body.get("logprobs"):
+            pieces = [
+                ('{"', -0.01),
+                ("tool", -0.02),
+                ('":"', -0.01),
+                ("get", -0.9),
+                ("_weather", -0.3),
+                ('"}', -0.05),
+            ]
+            content = [
+                {"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in pieces
+            ]
+            reply = _completion(body, "".join(t for t, _ in pieces))
+            reply["choices"][0]["logprobs"] = {"content": content}
+            return JSONResponse(reply)
         if model == "empty":
             return JSONResponse({**_completion(body, "x"), "choices": []})
         answer = json.dumps({"tool": "get_weather", "city": "上海"}, ensure_ascii=False)

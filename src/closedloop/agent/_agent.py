@@ -209,6 +209,7 @@ class Agent(Generic[OutputT]):
             native=native,
             verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
             dual_temperature=ms.dual_temperature,
+            logprobs=ms.logprobs,
             reviewer=reviewer if reviewer is not None else code_reviewer(),
             max_replans=plan.max_replans,
             max_plan_steps=plan.max_plan_steps,

@@ -201,6 +201,7 @@ class ModelPort:
                 seed=seed,
                 timeout=remaining if remaining > 0 else None,
                 tools=tuple(tools or ()),
+                logprobs=run.settings.logprobs,
             ),
         )
         try:

@@ -128,7 +128,8 @@ class ModelSettings:
     ``tool_calling``: ``"native"`` sends the tools in the provider's own format, ``"json"``
     asks for a JSON action in the text, ``"auto"`` picks native where the model supports
     it. ``verifier`` is the second model of dual verification (default: the agent's model
-    again, at ``dual_temperature``).
+    again, at ``dual_temperature``). ``logprobs`` asks every call for its tokens'
+    log-probabilities, read into each step's ``confidence`` where the model gives them.
     """
 
     max_tokens: int = 512
@@ -137,6 +138,7 @@ class ModelSettings:
     tool_calling: ToolCalling = "auto"
     verifier: Model | str | None = None
     dual_temperature: float = 0.7
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         require_int_at_least("max_tokens", self.max_tokens, 1)

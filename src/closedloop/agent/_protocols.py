@@ -19,10 +19,20 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..execution import canonical_json, normalise
 from ..feedback import StateStore
+from ..models import Completion, Confidence
+from ..models._confidence import agreement_of
 from ..perception import error_similarity
 from ._actions import Proposal
 
-__all__ = ["SuccessMemory", "Vote", "intersect", "proposal_key", "same_value", "vote"]
+__all__ = [
+    "SuccessMemory",
+    "Vote",
+    "intersect",
+    "proposal_confidence",
+    "proposal_key",
+    "same_value",
+    "vote",
+]
 
 _MISSING = object()
 
@@ -134,6 +144,28 @@ def vote(proposals: Sequence[Proposal]) -> Vote:
         refused = Proposal("invalid", errors=(f"the {n} samples disagreed: {note}",))
         return Vote(refused, note, disagreement, support, n)
     return Vote(winner, note, disagreement, support, n)
+
+
+def proposal_confidence(
+    proposals: Sequence[Proposal], completions: Sequence[Completion]
+) -> Confidence:
+    """The sensors' reading on a step's samples, before any call runs: agreement and margin
+    over the normalised calls, and the decision-token logprobs of the first sample that
+    makes the most common call (``completions[i]`` produced ``proposals[i]``)."""
+    keys = [None if p.kind == "invalid" else proposal_key(p) for p in proposals]
+    agreement, margin = agreement_of(keys)
+    valid = [k for k in keys if k is not None]
+    top = max(valid, key=valid.count) if valid else None
+    index = keys.index(top) if top is not None else 0
+    sensed = completions[index].confidence if index < len(completions) else None
+    fields = {} if sensed is None else sensed.model_dump(exclude={"samples", "agreement", "margin"})
+    multi = len(proposals) > 1
+    return Confidence(
+        **fields,
+        samples=len(proposals),
+        agreement=agreement if multi else None,
+        margin=margin if multi else None,
+    )
 
 
 class SuccessMemory:

@@ -15,6 +15,8 @@ from typing import Any, Generic, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
+from ..models import Confidence
+
 __all__ = [
     "ActionCall",
     "AgentResult",
@@ -160,6 +162,10 @@ class StepRecord(_Frozen):
     notes: list[str] = Field(default_factory=list)
     usage: RunUsageSummary = Field(default_factory=RunUsageSummary)
     halt: HaltReason | None = None
+    confidence: Confidence | None = Field(
+        default=None,
+        description="the confidence sensors' reading on the proposal, before its call ran",
+    )
 
 
 class RunError(_Frozen):

@@ -57,3 +57,4 @@ class LoopSettings:
     ladder: ModelLadder | None = None  # the model ladder; ``model`` is its cheapest rung
     secrets: tuple[Secret, ...] = ()  # resolved at call time by the tool port
     events: EventBus | None = None  # fault events published, healing actions applied
+    logprobs: bool = False  # ask each model call for token logprobs (the confidence sensor)

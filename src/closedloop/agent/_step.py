@@ -57,6 +57,7 @@ from typing import Any, TypedDict
 
 from ..control import ActuatorSettings, LyapunovVerdict, Protocol, Strictness
 from ..execution import OutcomeStatus
+from ..models import Confidence
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._actuators import FINAL, Actuators, ControlUpdate, act_key
@@ -65,7 +66,7 @@ from ._handover import freeze
 from ._inflight import race
 from ._observe import absorb
 from ._projection import project, summarise_observation
-from ._protocols import vote
+from ._protocols import proposal_confidence, vote
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._relevance import relevant_tools, shown_count
 from ._repeats import action_signature, count_repeats
@@ -105,6 +106,7 @@ class ModelReply:
     level: str = "loose"
     reasks: int = 0
     disagreement: float = 0.0  # the share of voted samples outside the majority
+    confidence: Confidence | None = None  # the sensors' reading before the call ran
     ruled_by: str | None = None  # the rule that proposed this call past the gate, if any
     timeout_factor: float = 1.0  # a rule's widening of the acting tool's timeout
     retry_cap: int | None = None  # a rule's call keeps to the attempts the read had left
@@ -451,17 +453,15 @@ class Step:
         if failures:
             invalid = Proposal("invalid", errors=tuple(failures))
             return ModelReply(invalid, summary, settings, None, strict), text
-        proposals = [
-            parse_proposal(c.completion, native=cfg.native)
-            for c in calls
-            if c.completion is not None
-        ]
+        completions = [c.completion for c in calls if c.completion is not None]
+        proposals = [parse_proposal(c, native=cfg.native) for c in completions]
+        sensed = proposal_confidence(proposals, completions)
         voted = vote(proposals)
         proposal = voted.proposal
         if voted.note and voted.note not in proposal.notes:
             proposal = replace(proposal, notes=(*proposal.notes, voted.note))
         reply = ModelReply(proposal, summary, settings, None, strict)
-        return replace(reply, disagreement=voted.disagreement), text
+        return replace(reply, disagreement=voted.disagreement, confidence=sensed), text
 
     # --- validate, act, observe, measure -------------------------------------------------
 
@@ -847,6 +847,7 @@ class Step:
             notes=notes if run.resume_note is None else [run.resume_note, *notes],
             usage=reply.usage,
             halt=halt,
+            confidence=reply.confidence,
         )
 
     def _effect_of(self, action: ActionCall | None) -> str | None:

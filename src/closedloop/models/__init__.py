@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from ._completion import Completion, Message, MessagesInput, ToolCall, Usage, normalize_messages
+from ._confidence import Confidence, TokenLogprob
 from ._faults import (
     DRIFT_KINDS,
     FAULT_PROFILES,
@@ -78,6 +79,7 @@ __all__ = [
     "BuiltinModel",
     "CallInfo",
     "Completion",
+    "Confidence",
     "FaultInjectingModel",
     "FaultKind",
     "FaultProfile",
@@ -103,6 +105,7 @@ __all__ = [
     "ScriptedModel",
     "StructuredOutput",
     "SyncModel",
+    "TokenLogprob",
     "ToolCall",
     "Usage",
     "UsageMeter",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._exceptions import ConfigurationError
+from ._confidence import Confidence, TokenLogprob
 
 __all__ = [
     "Completion",
@@ -70,7 +71,9 @@ class Completion(BaseModel):
 
     ``parsed`` holds the JSON value when a ``response_schema`` was given and the text parsed
     and validated; otherwise it is None and ``parse_error`` says why (when a schema was
-    given). ``cost_usd`` is None for a model whose price is unknown.
+    given). ``cost_usd`` is None for a model whose price is unknown. ``logprobs`` holds the
+    generated tokens' log-probabilities when the request asked for them and the backend
+    gives them; ``confidence`` their decision-token summaries (``_confidence.py``).
     """
 
     model_config = _FROZEN
@@ -84,6 +87,8 @@ class Completion(BaseModel):
     call_id: str
     tool_calls: tuple[ToolCall, ...] = ()
     cost_usd: float | None = 0.0
+    logprobs: tuple[TokenLogprob, ...] = ()
+    confidence: Confidence | None = None
 
 
 def normalize_messages(messages: MessagesInput) -> tuple[Message, ...]:

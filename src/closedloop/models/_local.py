@@ -121,16 +121,67 @@ class _DeadlineExceededError(Exception):
     """Raised between two sampled tokens to stop a generation that ran out of time."""
 
 
+class _TokenLogprobs:
+    """Logprobs of the sampled tokens without the n_ctx x vocabulary logits buffer.
+
+    llama-cpp-python returns logprobs only from a model built with ``logits_all=True``,
+    which keeps every position's logits. Instead a logits processor, first in the sampler
+    chain (so it sees the model's raw distribution, before the grammar), keeps the
+    log-normaliser and the row of the position being sampled; the token the sampler then
+    yields is looked up in that row. One vocabulary row at a time is held.
+    """
+
+    def __init__(self, llama: Any) -> None:
+        import numpy as np
+
+        self._np = np
+        self._llama = llama
+        self._row: Any = None
+        self._norm = 0.0
+        self.tokens: list[tuple[str, float]] = []
+        self._pending = b""
+
+    def __call__(self, _input_ids: Any, scores: Any) -> Any:
+        np = self._np
+        top = float(np.max(scores))
+        self._norm = top + float(np.log(np.sum(np.exp(scores - top))))
+        self._row = scores.copy()
+        return scores
+
+    def took(self, token: int) -> None:
+        if self._row is None:
+            return
+        logprob = min(0.0, float(self._row[token]) - self._norm)
+        self._row = None
+        module = _llama_cpp()
+        is_eog = getattr(module, "llama_vocab_is_eog", None) or module.llama_token_is_eog
+        if is_eog(self._llama._model.vocab, token):
+            return
+        raw = self._pending + self._llama.detokenize([token])
+        try:
+            text, self._pending = raw.decode("utf-8"), b""
+        except UnicodeDecodeError:  # a multi-byte character split over tokens
+            self._pending = raw
+            text = ""
+        self.tokens.append((text, logprob))
+
+
 @contextlib.contextmanager
-def _deadline(llama: Any, deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
-    """Make ``llama`` stop generating once ``clock()`` passes ``deadline``.
+def _watched(
+    llama: Any,
+    deadline: float | None,
+    clock: Callable[[], float],
+    on_token: Callable[[int], None] | None = None,
+) -> Iterator[None]:
+    """Make ``llama`` stop generating once ``clock()`` passes ``deadline``, and report each
+    sampled token to ``on_token``.
 
     llama-cpp-python offers no cancellation, and exceptions raised in logits processors are
     swallowed by its ctypes callback; but its completion loop pulls tokens from the Python
     generator ``llama.generate``, so an instance-level wrapper can end the loop between
     tokens with an exception that propagates normally. Only used under the model's lock.
     """
-    if deadline is None:
+    if deadline is None and on_token is None:
         yield
         return
     original = llama.generate
@@ -139,8 +190,10 @@ def _deadline(llama: Any, deadline: float | None, clock: Callable[[], float]) ->
         inner = original(*args, **kwargs)
         try:
             for token in inner:
-                if clock() > deadline:
+                if deadline is not None and clock() > deadline:
                     raise _DeadlineExceededError
+                if on_token is not None:
+                    on_token(int(token))
                 yield token
         finally:
             inner.close()
@@ -312,8 +365,12 @@ class LocalLlama(ModelBase):
             kwargs["grammar"] = self._grammar(loaded, request.response_schema)
         if not self.prompt_cache:
             loaded.llama.reset()
+        recorder = _TokenLogprobs(loaded.llama) if request.logprobs else None
+        if recorder is not None:
+            kwargs["logits_processor"] = [recorder]
         try:
-            with _deadline(loaded.llama, deadline, self._deadline_clock):
+            on_token = None if recorder is None else recorder.took
+            with _watched(loaded.llama, deadline, self._deadline_clock, on_token):
                 response = loaded.llama.create_chat_completion(**kwargs)
         except _DeadlineExceededError:
             raise ModelTimeoutError(
@@ -338,4 +395,5 @@ class LocalLlama(ModelBase):
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=str(choice.get("finish_reason") or "stop"),
             model=self.name,
+            logprobs=() if recorder is None else tuple(recorder.tokens),
         )

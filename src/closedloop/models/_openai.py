@@ -49,6 +49,7 @@ _LADDER: tuple[StructuredOutput, ...] = (
     "json_object",
     "prompt",
 )
+_TOP_LOGPROBS = 5  # alternatives asked per token; the runner-up's share is a margin signal
 _OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context window")
 
 
@@ -108,6 +109,17 @@ def _format_rejected(exc: Any, params: Mapping[str, Any]) -> bool:
         return False
     lowered = _error_text(exc).lower()
     return "response_format" in lowered or "json_schema" in lowered
+
+
+def _token_logprobs(choice: Any) -> tuple[tuple[str, float], ...]:
+    """(token, logprob) of the content tokens, where the server sent ``logprobs``."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or ()
+    out: list[tuple[str, float]] = []
+    for item in content:
+        logprob = getattr(item, "logprob", None)
+        if isinstance(logprob, int | float) and logprob == logprob:  # not NaN
+            out.append((str(getattr(item, "token", "")), min(0.0, float(logprob))))
+    return tuple(out)
 
 
 class OpenAICompatible(ModelBase):
@@ -236,6 +248,9 @@ class OpenAICompatible(ModelBase):
             params["stop"] = list(request.stop)
         if request.seed is not None:
             params["seed"] = request.seed
+        if request.logprobs:
+            params["logprobs"] = True
+            params["top_logprobs"] = _TOP_LOGPROBS
         if request.tools:
             params["tools"] = [dict(t) for t in request.tools]
             # "auto" is OpenAI's and vLLM's default once tools are sent, but llama-cpp-python's
@@ -328,4 +343,5 @@ class OpenAICompatible(ModelBase):
             model=self.name,
             tool_calls=tool_calls,
             lenient_json=lenient,
+            logprobs=_token_logprobs(choice),
         )

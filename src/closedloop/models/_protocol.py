@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._exceptions import ConfigurationError
 from ._completion import Completion, Message, MessagesInput, ToolCall, Usage, normalize_messages
+from ._confidence import logprob_confidence, mark_decisions
 from ._guard import check_real_model_call
 from ._json import parse_structured
 from ._request import DEFAULT_REQUEST, ModelRequest
@@ -83,6 +84,7 @@ class RawCompletion:
     model: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     lenient_json: bool = False
+    logprobs: tuple[tuple[str, float], ...] = ()  # (token text, logprob) per generated token
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -194,6 +196,7 @@ class ModelBase(abc.ABC):
                 raw.text, call.response_schema, lenient=raw.lenient_json
             )
         usage = Usage(prompt_tokens=raw.prompt_tokens, completion_tokens=raw.completion_tokens)
+        tokens = mark_decisions(raw.logprobs)
         return Completion(
             text=raw.text,
             parsed=parsed,
@@ -205,6 +208,8 @@ class ModelBase(abc.ABC):
             call_id=call.call_id,
             tool_calls=raw.tool_calls,
             cost_usd=None if self.price is None else self.price.cost(usage),
+            logprobs=tokens,
+            confidence=logprob_confidence(tokens) if tokens else None,
         )
 
     def _meters(self) -> list[UsageMeter]:

@@ -34,6 +34,8 @@ class ModelRequest:
     the adapter's default. ``tools`` (OpenAI-style tool dicts) go to backends that call
     tools natively. ``call_id`` is the id the ``Completion`` carries: a fresh one is drawn
     when it is None; a wrapper that must know the id before the call sets it.
+    ``logprobs`` asks for the generated tokens' log-probabilities (``Completion.logprobs``
+    and ``Completion.confidence``) from backends that can give them.
 
     ``stop`` and ``tools`` are stored as tuples; the schema and tool dicts are kept as
     given (not copied), so do not change them after building the request.
@@ -47,6 +49,7 @@ class ModelRequest:
     timeout: float | None = None
     tools: Sequence[Mapping[str, Any]] = ()
     call_id: str | None = None
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         # Frozen: normalised values are written once, here, through object.__setattr__.

@@ -34,6 +34,15 @@ def closedloop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 # --- models: real-model guard (owned by the models area) ---
 
 
+@pytest.fixture(scope="session")
+def llama_threads() -> int:
+    """Threads for one in-process llama.cpp model: the cores shared out among the pytest-xdist
+    workers. llama.cpp's threads spin-wait on each other, so a model taking every core while
+    another worker is busy stalls on each descheduled thread (minutes instead of seconds)."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_model: the test may call real models (local GGUF or a real server)"

@@ -30,17 +30,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.real_model]
 MODEL = "qwen2.5-coder-0.5b"
 
 
-def _model() -> Model:
+def _model(threads: int) -> Model:
     try:
-        return load_model(f"local:{MODEL}", n_ctx=2048)
+        return load_model(f"local:{MODEL}", n_ctx=2048, n_threads=threads)
     except ModelNotAvailableError as exc:
         pytest.fail(f"{exc}. Fetch it first: `closedloop models pull {MODEL}`")
 
 
 async def test_the_loop_runs_a_real_model_against_a_real_http_tool(
-    fresh_service: Service, tmp_path: Path
+    fresh_service: Service, tmp_path: Path, llama_threads: int
 ) -> None:
-    model = _model()
+    model = _model(llama_threads)
     http = HttpTool(
         "weather",
         "GET",

@@ -20,11 +20,13 @@ MODEL = "qwen2.5-coder-0.5b"
 @pytest.mark.integration
 @pytest.mark.real_model
 @pytest.mark.timeout(1800)  # four generations; about 2 minutes on 2 idle cores
-async def test_pid_refinement_with_the_local_model() -> None:
+async def test_pid_refinement_with_the_local_model(llama_threads: int) -> None:
     path = builtin_model_path(MODEL)
     if not path.is_file():
         pytest.fail(f"{path} is missing: run `closedloop models pull {MODEL}` first")
-    generator = ModelGenerator(load_model(f"local:{MODEL}"), temperature=0.0, max_tokens=400)
+    generator = ModelGenerator(
+        load_model(f"local:{MODEL}", n_threads=llama_threads), temperature=0.0, max_tokens=400
+    )
     refiner = Refiner(generator, strategy=pid_feedback(), max_rounds=2)
     ran_checks = 0
     for task in (MERGE_SORTED_LISTS, LRU_CACHE):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from .conftest import ROUTER_SYSTEM, WEATHER_QUESTION, WEATHER_SCHEMA
 pytestmark = [pytest.mark.integration, pytest.mark.real_model]
 
 TRUTH = {"tool": "get_weather", "city": "上海"}
-THREADS = os.cpu_count() or 1
 
 PERSON = {
     "type": "object",
@@ -99,8 +97,8 @@ CASES: list[tuple[dict[str, Any], str]] = [
 
 
 @pytest.fixture(scope="module")
-def smol(smollm2_path: Path) -> LocalLlama:
-    return LocalLlama(smollm2_path, name="local:smollm2-135m", n_ctx=2048, n_threads=THREADS)
+def smol(smollm2_path: Path, llama_threads: int) -> LocalLlama:
+    return LocalLlama(smollm2_path, name="local:smollm2-135m", n_ctx=2048, n_threads=llama_threads)
 
 
 async def test_smollm2_gives_schema_valid_json_on_twenty_of_twenty(smol: LocalLlama) -> None:
@@ -118,8 +116,10 @@ async def test_smollm2_gives_schema_valid_json_on_twenty_of_twenty(smol: LocalLl
             assert out.parsed == TRUTH
 
 
-async def test_qwen_answers_the_weather_question_without_a_grammar(qwen_path: Path) -> None:
-    qwen = load_model("local:qwen2.5-coder-0.5b", n_ctx=2048, n_threads=THREADS)
+async def test_qwen_answers_the_weather_question_without_a_grammar(
+    qwen_path: Path, llama_threads: int
+) -> None:
+    qwen = load_model("local:qwen2.5-coder-0.5b", n_ctx=2048, n_threads=llama_threads)
     out = await qwen.complete(
         [
             {"role": "system", "content": ROUTER_SYSTEM},
@@ -169,8 +169,10 @@ async def test_timeout_stops_generation_and_the_model_stays_usable(smol: LocalLl
     assert out.parsed == TRUTH
 
 
-async def test_prompt_longer_than_the_context_is_a_clear_error(smollm2_path: Path) -> None:
-    small = LocalLlama(smollm2_path, n_ctx=256, n_threads=THREADS)
+async def test_prompt_longer_than_the_context_is_a_clear_error(
+    smollm2_path: Path, llama_threads: int
+) -> None:
+    small = LocalLlama(smollm2_path, n_ctx=256, n_threads=llama_threads)
     with pytest.raises(ContextOverflowError, match=r"context window is 256 \(n_ctx\)"):
         await small.complete("weather " * 400, ModelRequest(max_tokens=8))
     out = await small.complete(

@@ -116,7 +116,10 @@ def test_the_dashboard_follows_a_live_run_and_approves_its_handover(
     driver.find_element(By.ID, "login-button").click()
     wait.until(lambda d: d.find_element(By.ID, "app").is_displayed())
     assert key not in driver.current_url
-    assert driver.execute_script("return sessionStorage.getItem('closedloop.apiKey')") == key
+    stored = driver.execute_script("return sessionStorage.getItem('closedloop.apiKey')")
+    # A request failing right after sign-in signs the page out again; its message says which.
+    signed_out = driver.find_element(By.ID, "login-error").text
+    assert stored == key, f"signed out after sign-in: {signed_out!r}"
     assert "reviewer" in driver.find_element(By.ID, "who-name").text
 
     wait.until(lambda d: len(Select(d.find_element(By.ID, "agent")).options) == 2)

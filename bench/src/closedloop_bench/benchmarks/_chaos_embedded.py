@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from ._chaos import AGENT, _token, percentile, world_orders
+from ._chaos import AGENT, _Deployment, _token, percentile, world_orders
 
 __all__ = ["EmbeddedChaosPlan", "run_embedded_chaos"]
 
@@ -56,19 +56,8 @@ class _Run:
     final: dict[str, Any] | None = None
 
 
-@dataclass
-class _Live:
-    url: str
-    token: str
-    process: subprocess.Popen[str]
-
-    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
-        return httpx.request(method, self.url + path, headers=headers, timeout=30.0, **kwargs)
-
-
 @contextlib.contextmanager
-def _serve(store: str, runs_dir: Path, token: str, log: Path) -> Iterator[_Live]:
+def _serve(store: str, runs_dir: Path, token: str, log: Path) -> Iterator[_Deployment]:
     command = [sys.executable, "-m", "closedloop", "serve", "--port", "0", "--store", store]
     command += ["--runs-dir", str(runs_dir), "--log-level", "warning", "--queue", "none"]
     command += ["--agents", "closedloop_bench.benchmarks._chaos:register"]
@@ -87,7 +76,7 @@ def _serve(store: str, runs_dir: Path, token: str, log: Path) -> Iterator[_Live]
         for line in process.stdout:
             found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
             if found is not None:
-                yield _Live(f"http://127.0.0.1:{found.group(1)}", token, process)
+                yield _Deployment(f"http://127.0.0.1:{found.group(1)}", token, process)
                 break
         else:
             raise RuntimeError(f"the service did not start; see {log}")
@@ -101,7 +90,7 @@ def _serve(store: str, runs_dir: Path, token: str, log: Path) -> Iterator[_Live]
                 process.wait()
 
 
-def _post(live: _Live, session: str, run: _Run, world: Path, delay_s: float) -> str:
+def _post(live: _Deployment, session: str, run: _Run, world: Path, delay_s: float) -> str:
     body = {
         "agent": AGENT,
         "task": f"order for {run.customer}",
@@ -114,7 +103,7 @@ def _post(live: _Live, session: str, run: _Run, world: Path, delay_s: float) -> 
     return f"/v1/sessions/{session}/runs/{answer.json()['id']}"
 
 
-def _settle(live: _Live, runs: list[_Run], began: float, limit_s: float) -> list[float]:
+def _settle(live: _Deployment, runs: list[_Run], began: float, limit_s: float) -> list[float]:
     """Seconds from ``began`` until each run stopped running (polled), bounded."""
     took: list[float] = []
     for run in runs:
@@ -173,7 +162,7 @@ def run_embedded_chaos(
 
 
 def _post_cycle(
-    live: _Live, session: str, runs: list[_Run], world: Path, plan: EmbeddedChaosPlan,
+    live: _Deployment, session: str, runs: list[_Run], world: Path, plan: EmbeddedChaosPlan,
     rng: random.Random,
 ) -> list[_Run]:  # fmt: skip
     posted: list[_Run] = []

@@ -22,6 +22,10 @@ DRIVER = "_retrying.py"
 """The one retry loop: its two drivers are the loops everything else runs on."""
 
 ALLOWED: dict[tuple[str, str], str] = {
+    ("execution/_admission.py", "_admit"): (
+        "not a retry: waits for a permit (a Retry-After cooldown, then a free slot under the "
+        "limit); nothing failed and nothing is repeated"
+    ),
     ("harness/_generator.py", "tidy_code"): (
         "not a retry: cuts the code a line at a time until it parses"
     ),

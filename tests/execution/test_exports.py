@@ -6,7 +6,8 @@ import closedloop.execution as execution
 import closedloop.policy as policy
 
 EXPECTED = {
-    "DEFAULT_VOLATILE_FIELDS", "PROGRAMMING_ERRORS", "ActionOutcome", "AtomicAction", "CheckFn",
+    "DEFAULT_VOLATILE_FIELDS", "PROGRAMMING_ERRORS", "ActionOutcome", "AdmissionGate",
+    "AtomicAction", "CheckFn", "Permit", "Throttled",
     "Compensation", "CompensationResult", "Condition", "Confirmation", "EffectClass",
     "EffectLedger", "EffectRecord", "EffectStatus", "EnvResolver", "ExecutionEvent",
     "Executor", "OutcomeStatus", "Reconciler", "Reconciliation", "RecordStore", "RetryIf",

@@ -68,12 +68,12 @@ def test_sync_calls_count_in_the_callers_usage_scope() -> None:
 
 EXPECTED_PUBLIC = {
     "BUILTIN_MODELS", "DEFAULT_MODEL", "DEFAULT_REQUEST", "DRIFT_KINDS", "FAULT_PROFILES",
-    "FREE", "PRICES", "SPEC_FORMS", "BuiltinModel", "CallInfo", "Completion",
+    "FREE", "PRICES", "SPEC_FORMS", "BuiltinModel", "CallInfo", "Completion", "Confidence",
     "FaultInjectingModel", "FaultKind", "FaultProfile", "FaultRecord", "FunctionModel",
     "LocalLlama", "Message", "MessagesInput", "MeteredModel", "Model", "ModelBase",
     "ModelLadder", "ModelRequest", "ModelSpec", "ModelStatus", "ModelUsage", "OpenAICompatible", "Price",
     "PullResult", "RawCompletion", "RunUsage", "Rung", "ScriptedModel", "StructuredOutput", "SyncModel",
-    "ToolCall", "Usage", "UsageMeter", "WheelMember", "WrapperModel", "allow_real_model_calls",
+    "TokenLogprob", "ToolCall", "Usage", "UsageMeter", "WheelMember", "WrapperModel", "allow_real_model_calls",
     "block_real_model_calls", "builtin_model_path", "clear_local_model_cache",
     "closedloop_home", "complete_sync", "current_usage_meter", "estimate_tokens",
     "extract_json", "list_models", "load_model", "models_dir", "normalize_messages",

@@ -110,6 +110,7 @@ class RetryBudget:
         return False
 
     def balance(self, now: float) -> float:
+        """The retries the budget holds at ``now``, after its refill."""
         self._refill(now)
         return self._balance
 

@@ -31,6 +31,7 @@ def test_a_size_it_cannot_run_is_refused_by_name(
     assert not out.exists()
 
 
+@pytest.mark.real_model  # the model-server fault calls a loopback server of its own
 def test_two_store_tasks_run_and_the_report_records_its_command(tmp_path: Path) -> None:
     # Two tasks end before the Redis fault's scheduled restart: the row must still be
     # audited (the server is restarted for it) and the report written.

@@ -79,7 +79,10 @@ def test_targets_and_claims_from_hand_built_rows() -> None:
     assert targets["model calls / the fewest of any strategy"].measured == 8 / 2
     claims = {c.claim[:20]: c for c in check_claims(rows, cells)}
     assert claims["uncontrolled agents "].verdict == "confirmed"  # 20 %, CI below 60 %
-    assert claims["PID on a single tool"].verdict.startswith("confirmed")  # 20 % -> 0 %
+    # 20 % -> 0 % on the point estimates, but no like-for-like row (tenacity, the frozen
+    # loop) was run: the summary says no more than its rows.
+    pid = claims["PID on a single tool"].verdict
+    assert pid.startswith("inconclusive") and "point estimates say confirmed" in pid
     assert claims["the ESO flags 83 % o"].measured.startswith("1/1")
 
 

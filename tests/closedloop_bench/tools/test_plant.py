@@ -21,6 +21,7 @@ from closedloop_bench.tools import (
     run_tools_bench,
     write_report,
 )
+from closedloop_bench.tools._agents import idle_calls
 from closedloop_bench.tools._command import ToolsCommand, run_tools_command
 from closedloop_bench.tools._report import idle_on_one_call
 
@@ -138,3 +139,13 @@ def test_the_command_keeps_the_families_asked_for_and_prints_the_idle_calls(
     assert (tmp_path / "dev-single+choose-4.json").exists()
     with pytest.raises(ConfigurationError, match="--family"):
         run_tools_command(ToolsCommand(families="single,bogus", results=tmp_path), say=print)
+
+
+def test_idle_calls_count_steps_that_ran_nothing_and_replies_refused_before_a_call() -> None:
+    def step(executed: bool, calls: int, reasks: int = 0) -> dict[str, object]:
+        return {"executed": executed, "model_calls": calls, "actuators": {"reasks": reasks}}
+
+    assert idle_calls([step(True, 1)]) == 0
+    assert idle_calls([step(True, 2, reasks=1), step(False, 1)]) == 2
+    assert idle_calls([step(False, 3, reasks=1)]) == 3  # a refused step: all of its calls
+    assert idle_calls([step(True, 3)]) == 0  # three votes, one proposal that ran

@@ -135,9 +135,17 @@ def step_records(steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
 
 
 def idle_calls(steps: Sequence[Mapping[str, Any]]) -> int:
-    """The model calls of the steps that executed nothing (a refused proposal, a refused
-    repeat, a final answer with no call): on a one-call task the ideal is none."""
-    return sum(int(s["model_calls"]) for s in steps if not s["executed"])
+    """The model calls that executed nothing: every call of a step that ran no tool (a
+    refused proposal, a refused repeat, a final answer with no call), and in a step that
+    ran one the replies refused and re-asked before it. A vote's samples are one
+    proposal, not idle calls. On a one-call task the ideal is none."""
+    total = 0
+    for step in steps:
+        if step["executed"]:
+            total += int(step["actuators"].get("reasks", 0))
+        else:
+            total += int(step["model_calls"])
+    return total
 
 
 def frozen_control(u: float = FROZEN_U) -> ControlConfig:

@@ -197,7 +197,8 @@ class AgentStrategy:
     sees the most relevant half of the tools and of the recent observations). ``runs_on="ladder"``
     hands the runner's models, weakest first, straight to ``Agent(model=[...])``. Each
     model keeps one store across the tasks of a run, as an agent reused by a user would:
-    the controllers' history carries from task to task.
+    the controllers' history carries from task to task. ``declare_completion`` and
+    ``end_on_repeat``: how a run ends (the module docstring); both off is the loop as it was.
     """
 
     name: str = "closedloop"
@@ -222,8 +223,9 @@ class AgentStrategy:
             config = ControlConfig(schedule=schedule)
         else:
             config = ControlConfig()
-        declared = self.declare_completion and task is not None
-        one_action = declared and task is not None and task.family in ONE_CALL_FAMILIES
+        one_action = (
+            self.declare_completion and task is not None and task.family in ONE_CALL_FAMILIES
+        )
         return replace(
             config,
             end_on_repeat=self.end_on_repeat,

@@ -199,6 +199,8 @@ EXPECTED: dict[str, set[str]] = {
         "Prewarm",
         "HealthSettings",
         "ReadRetry",
+        "RiskControl",
+        "Sampling",
         "RequiredField",
         "ReviewRequest",
         "ReviewVerdict",

@@ -7,6 +7,8 @@ import random
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from closedloop import ConfigurationError
 from closedloop.control import AdaptiveThreshold, ConformalPID
@@ -142,3 +144,20 @@ def test_holds_alpha_across_a_shift_where_a_fixed_threshold_misses(make: object,
     assert sum(late_fixed) / len(late_fixed) - 0.1 > 0.10  # the fixed threshold misses
     assert len(late) > 300
     assert abs(sum(late) / len(late) - 0.1) < 0.03
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    alpha=st.floats(0.0, 1.0),
+    gains=st.tuples(st.floats(0.0, 2.0), st.floats(0.0, 2.0), st.floats(0.0, 2.0)),
+    outcomes=st.lists(st.booleans(), max_size=200),
+)
+def test_any_stream_keeps_the_threshold_in_its_limits_and_round_trips(
+    alpha: float, gains: tuple[float, float, float], outcomes: list[bool]
+) -> None:
+    kp, ki, kd = gains
+    pid = ConformalPID(alpha, kp, ki, kd, start=0.4, limits=(0.1, 0.9))
+    for err in outcomes:
+        assert 0.1 <= pid.update(err) <= 0.9
+    assert pid.steps == len(outcomes) and pid.errors == sum(outcomes)
+    assert ConformalPID.from_state(pid.state()).state() == pid.state()

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from closedloop import ConfigurationError
 from closedloop.control import (
@@ -155,3 +157,23 @@ def test_weighted_vote() -> None:
         weighted_vote(["a"], [0.1, 0.2])
     with pytest.raises(ConfigurationError, match="confidences"):
         weighted_vote(["a"], [1.2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.integers(0, 60), b=st.integers(0, 60))
+def test_beta_superiority_is_a_probability_that_grows_with_the_lead(a: int, b: int) -> None:
+    p = beta_superiority(a, b)
+    assert 0.0 < p < 1.0
+    assert beta_superiority(a + 1, b) > p > beta_superiority(a, b + 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(keys=st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=12))
+def test_every_rule_stops_at_its_budget_and_votes_never_crash(keys: list[str | None]) -> None:
+    for rule in (BetaStop(max_samples=5), WindowStop(max_samples=5), FixedVotes(k=5)):
+        if len(keys) >= 5:
+            assert rule.should_stop(keys)
+    winner, share = plurality(keys)
+    assert 0.0 <= share <= 1.0 and (winner is None) == all(k is None for k in keys)
+    weighted, w_share = weighted_vote(keys, [0.5] * len(keys))
+    assert 0.0 <= w_share <= 1.0 and (weighted is None) == (winner is None)

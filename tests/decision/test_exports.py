@@ -7,7 +7,7 @@ import closedloop.decision as decision
 EXPECTED = {
     "OUT_OF_TOLERANCE", "RULE_ACTIONS", "Decision", "DecisionContext", "DecisionLog",
     "HybridController", "ModelPolicy", "Proposal", "Rule", "RuleFn", "RuleGate", "RuleRegistry", "SourceState", "StateVector",
-    "Threshold", "Trigger", "cause_key", "default_causes", "default_rules",
+    "Threshold", "Trigger", "cause_key", "default_causes", "default_rules", "escalate",
 }  # fmt: skip
 
 

@@ -50,6 +50,7 @@ from ._records import (
 )
 from ._review import ModelReviewer, ReviewRequest, ReviewVerdict, code_reviewer
 from ._run_agent import run_agent
+from ._sampling import RiskControl, Sampling
 from ._state import PlanStep, RequiredField, Task, TaskState
 from ._stop import (
     LoopState,
@@ -102,12 +103,14 @@ __all__ = [
     "RequiredField",
     "ReviewRequest",
     "ReviewVerdict",
+    "RiskControl",
     "RunError",
     "RunLimits",
     "RunResult",
     "RunUsageSummary",
     "RungUsage",
     "Runtime",
+    "Sampling",
     "StepRecord",
     "StopAll",
     "StopAny",

@@ -35,6 +35,7 @@ from ..feedback._store import BaseStore
 from ..models import Model, ModelLadder, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
+from ._escalation import feed
 from ._halt_error import end_with_error
 from ._health import ToolHealth
 from ._inflight import Budget
@@ -512,9 +513,29 @@ class Agent(Generic[OutputT]):
             run.refresh_fields()
         return run
 
+    async def feedback(
+        self, result: RunResult | Sequence[StepRecord], *, ok: bool
+    ) -> dict[str, float]:
+        """Tell the risk controller how a run turned out (``ok``: its answer was right).
+
+        Each call the run accepted without escalating becomes one outcome of its tool's
+        acceptance threshold (``ControlConfig.sampling.risk``), kept in the agent's store
+        so it carries across runs, sessions and workers. ``result`` is the run's result or
+        its step records (a trace read back). Returns the new thresholds by
+        ``<scope>/<tool>``; empty when the run accepted no call.
+        """
+        risk = self.settings.control.sampling.risk
+        if risk is None:
+            raise ConfigurationError(
+                "control.sampling.risk", None, "feedback needs Sampling(risk=RiskControl(...))"
+            )
+        steps = result.steps if isinstance(result, RunResult) else list(result)
+        return await feed(self.store, risk, steps, ok)
+
     # --- sync twins ---------------------------------------------------------------------------
 
     run_sync = sync_twin(run)
+    feedback_sync = sync_twin(feedback)
     recover_sync = sync_twin(recover)
     resume_sync = sync_twin(resume)
 

@@ -50,6 +50,7 @@ from ..perception import Observation, ObservationStatus, error_edit_distance
 from ._acting import EarlyHandover
 from ._health import HealthSettings
 from ._records import ActionCall
+from ._sampling import Sampling
 from ._state import resolve_path
 
 __all__ = [
@@ -175,6 +176,9 @@ class ControlConfig:
     Acting on the estimate: ``early_handover`` (:class:`EarlyHandover`; None, the
     default: never) hands the task over before a tool call when f_est or the tool's open
     breaker says the task cannot finish within the steps and time the run has left.
+
+    Spending only when unsure: ``sampling`` (:class:`Sampling`) names the stop rule that
+    ends a vote early, the cascade's threshold and the risk controller that sets it.
     """
 
     kp: float = 0.8
@@ -216,6 +220,7 @@ class ControlConfig:
     rule_gate: RuleGate | None = None
     health: HealthSettings | None = None
     early_handover: EarlyHandover | None = None
+    sampling: Sampling = field(default_factory=Sampling)
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -231,6 +236,8 @@ class ControlConfig:
         require_unit_interval("quality_smoothing", self.quality_smoothing)
         if not isinstance(self.namespace, str) or not self.namespace:
             raise ConfigurationError("namespace", self.namespace, "must be a non-empty string")
+        if not isinstance(self.sampling, Sampling):
+            raise ConfigurationError("sampling", self.sampling, "must be a Sampling")
         if not isinstance(self.schedule, ActuatorSchedule):
             raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
         # validates all three

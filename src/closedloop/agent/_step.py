@@ -62,6 +62,7 @@ from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, final_tool_schema, parse_proposal
 from ._actuators import FINAL, Actuators, ControlUpdate, act_key
 from ._early import early_handover
+from ._escalation import climb, draw_until
 from ._handover import freeze
 from ._inflight import race
 from ._observe import absorb
@@ -110,6 +111,7 @@ class ModelReply:
     ruled_by: str | None = None  # the rule that proposed this call past the gate, if any
     timeout_factor: float = 1.0  # a rule's widening of the acting tool's timeout
     retry_cap: int | None = None  # a rule's call keeps to the attempts the read had left
+    sampling: Mapping[str, Any] | None = None  # the cascade's reading, rung by rung
 
     @property
     def u(self) -> float:
@@ -439,12 +441,40 @@ class Step:
         strict: bool,
     ) -> tuple[ModelReply, str]:
         """One proposal from the model (two samples that must agree under dual
-        verification), with the text of its first reply for a re-ask."""
+        verification), with the text of its first reply for a re-ask; with a cascade
+        (``ControlConfig.sampling``), from the first rung confident enough, before
+        anything runs."""
+
+        async def ask(on: ActuatorSettings) -> tuple[ModelReply, str]:
+            return await self.sample_rung(messages, schema, native_tools, on, strict)
+
+        reply, text = await ask(settings)
+        if not self.run.settings.control.sampling.cascades or reply.halt is not None:
+            return reply, text
+        reply, text, usage, reading = await climb(self.run, reply, text, ask)
+        return replace(reply, usage=usage, sampling=reading), text
+
+    async def sample_rung(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        schema: Mapping[str, Any] | None,
+        native_tools: list[dict[str, Any]] | None,
+        settings: ActuatorSettings,
+        strict: bool,
+    ) -> tuple[ModelReply, str]:
+        """One proposal on the rung ``settings.rung``: the scheduled votes all at once, or
+        one sample at a time until the stop rule of ``ControlConfig.sampling`` stops."""
         run, cfg = self.run, self.run.settings
         dual = run.control.protocol is Protocol.DUAL_VERIFICATION
-        calls, summary = await run.model_io.sample(
-            messages, schema=schema, tools=native_tools, dual=dual, settings=settings
-        )
+        rule = cfg.control.sampling.stop
+        if rule is not None and not dual:
+            calls, summary = await draw_until(
+                run, messages, schema=schema, tools=native_tools, settings=settings, rule=rule
+            )
+        else:
+            calls, summary = await run.model_io.sample(
+                messages, schema=schema, tools=native_tools, dual=dual, settings=settings
+            )
         text = next((c.completion.text for c in calls if c.completion is not None), "")
         halts = [c.halt for c in calls if c.halt is not None]
         if halts:
@@ -841,6 +871,8 @@ class Step:
             "model_u": reply.u,
             "proposed_by": "model" if reply.ruled_by is None else f"rule:{reply.ruled_by}",
         }
+        if reply.sampling is not None:
+            actuators["sampling"] = dict(reply.sampling)
         if acted := run.tool_io.take_acted():  # actions taken on an estimate (_acting.py)
             actuators["acted"] = acted
         notes = list(outcome.notes) if self.gate_note is None else [self.gate_note, *outcome.notes]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from types import FunctionType
 
+from ._cascade import escalate
 from ._context import DecisionContext, Proposal, SourceState, StateVector, Trigger
 from ._controller import Decision, DecisionLog, HybridController, ModelPolicy, Threshold
 from ._gate import RULE_ACTIONS, RuleGate
@@ -42,6 +43,7 @@ __all__ = [
     "cause_key",
     "default_causes",
     "default_rules",
+    "escalate",
 ]
 
 # Public names show as closedloop.decision.X in reprs and docs.

@@ -44,10 +44,12 @@ from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
 from ._sync import SyncStore
+from ._thresholds import THRESHOLD_NAMESPACE, ThresholdStates
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
     "HANDOVER_NAMESPACE",
+    "THRESHOLD_NAMESPACE",
     "CircuitBreaker",
     "CircuitState",
     "Delivery",
@@ -78,6 +80,7 @@ __all__ = [
     "StoreStats",
     "SwitchToCache",
     "SyncStore",
+    "ThresholdStates",
     "TimeoutEvent",
     "WidenTimeout",
     "event_payload",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-__all__ = ["DecisionBody", "EditBody", "RunCreate", "SessionCreate"]
+__all__ = ["DecisionBody", "EditBody", "RunCreate", "RunFeedback", "SessionCreate"]
 
 _Scalar = str | int | float | bool | None
 _Text = Annotated[str, StringConstraints(max_length=2000)]
@@ -53,6 +53,12 @@ class SessionUpdate(_Body):
     @classmethod
     def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
         return _strict_json(value)  # type: ignore[no-any-return]
+
+
+class RunFeedback(_Body):
+    """``POST /v1/sessions/{id}/runs/{run_id}/feedback``: whether the run's answer was right."""
+
+    ok: bool = Field(description="true: the run's answer was right; false: it was wrong")
 
 
 class RunCreate(_Body):

@@ -19,14 +19,15 @@ from fastapi.responses import StreamingResponse
 
 from .._conflict import retry_on_conflict
 from .._exceptions import ClosedLoopError, ConfigurationError, StaleStateError
-from ..agent import read_trace
+from ..agent import Agent, StepRecord, read_trace
 from ..feedback import Record, StateStore
 from ._auth import Principal
 from ._deps import SESSIONS, Service, authenticate, expired, service_of
 from ._http import ApiError
+from ._registry import AgentContext
 from ._run_records import IdempotencyKeyReusedError, delete_idempotency_keys
 from ._runs import RUNS, run_key
-from ._schemas import RunCreate, SessionCreate, SessionUpdate
+from ._schemas import RunCreate, RunFeedback, SessionCreate, SessionUpdate
 from ._sse import stream_run
 
 __all__ = ["router", "run_view"]
@@ -298,7 +299,7 @@ async def get_result(
     return {k: run.get(k) for k in keys}
 
 
-def _read_steps(path: str | None) -> list[dict[str, Any]]:
+def _step_records(path: str | None) -> list[StepRecord]:
     if not path:
         return []
     with warnings.catch_warnings():
@@ -307,7 +308,42 @@ def _read_steps(path: str | None) -> list[dict[str, Any]]:
             records, _ = read_trace(path)
         except ConfigurationError:
             return []
-    return [r.model_dump(mode="json") for r in records]
+    return records
+
+
+def _read_steps(path: str | None) -> list[dict[str, Any]]:
+    return [r.model_dump(mode="json") for r in _step_records(path)]
+
+
+@router.post("/sessions/{session_id}/runs/{run_id}/feedback", tags=["runs"])
+async def run_feedback(
+    session_id: str, run_id: str, body: RunFeedback, principal: Caller, service: Svc
+) -> dict[str, Any]:
+    """How a halted run turned out (``ok``: its answer was right), for the risk controller
+    of its agent: each call the run accepted without escalating moves that tool's
+    acceptance threshold, kept in the caller's store. 409 while the run is running; 422
+    when the agent has no risk controller (``Sampling(risk=...)``) or is a runner."""
+    store = service.scoped(principal)
+    run = (await load_run(service, store, session_id, run_id)).to_dict()
+    if run.get("status") == "running":
+        raise ApiError(409, "not_finished", "the run is still running")
+    ctx = AgentContext(
+        model=service.model(),
+        store=store,
+        session_id=session_id,
+        run_id=run_id,
+        params=dict(run.get("params") or {}),
+        world_url=service.runs.world_url,
+    )
+    try:
+        agent = await service.registry.build(str(run.get("agent")), ctx)
+        if not isinstance(agent, Agent):
+            raise ConfigurationError("agent", run.get("agent"), "is a runner, not an Agent")
+        steps = await asyncio.to_thread(_step_records, run.get("trace_path"))
+        thresholds = await agent.feedback(steps, ok=body.ok)
+    except ConfigurationError as exc:
+        raise ApiError(422, "no_risk_control", str(exc)) from None
+    return {"id": run_id, "ok": body.ok, "thresholds": thresholds}
 
 
 @router.get("/sessions/{session_id}/runs/{run_id}/trace", tags=["runs"])

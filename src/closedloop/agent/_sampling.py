@@ -1,0 +1,93 @@
+"""How a step's samples are drawn and when it climbs the model ladder, as one option group.
+
+Spending only when unsure: a stop rule ends a vote once more samples would not change it
+(Adaptive-Consistency, Aggarwal et al. 2023; ESC, Li et al. 2024); a cascade sends the
+proposal to the next rung of the model ladder before anything executes when the rung's
+own signal is below a threshold (the Mixture-of-Thoughts cascade, Yue et al. 2024); and a
+risk controller sets that threshold online from the outcomes of accepted calls (conformal
+PID control, Angelopoulos, Candes and Tibshirani 2023). Everything is off by default: one
+sample (or the votes the schedule asks for) on the scheduled rung, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._exceptions import ConfigurationError
+from .._validation import require_unit_interval
+from ..control import ConformalPID, StopRule
+from ..feedback import THRESHOLD_NAMESPACE
+
+__all__ = ["RiskControl", "Sampling"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RiskControl:
+    """The acceptance threshold set online to hold the error of accepted calls at
+    ``alpha`` (:class:`~closedloop.control.ConformalPID` with these gains, from ``start``,
+    kept within ``limits``).
+
+    Its state is kept per ``scope`` and tool in the store under ``namespace``, so it
+    carries across runs, sessions and workers; ``scope`` defaults to the name of the
+    ladder's cheapest model. Outcomes come in through ``Agent.feedback``. The upper limit
+    stays below 1 so that some calls are still accepted, and so still give feedback.
+    """
+
+    alpha: float = 0.1
+    kp: float = 0.0
+    ki: float = 0.05
+    kd: float = 0.0
+    start: float = 0.5
+    limits: tuple[float, float] = (0.0, 0.99)
+    namespace: str = THRESHOLD_NAMESPACE
+    scope: str | None = None
+
+    def __post_init__(self) -> None:
+        self.controller()  # every gain and limit checked now, named if wrong
+        if not isinstance(self.namespace, str) or not self.namespace:
+            raise ConfigurationError("namespace", self.namespace, "must be a non-empty string")
+        if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
+            raise ConfigurationError("scope", self.scope, "must be a non-empty string or None")
+
+    def controller(self) -> ConformalPID:
+        """A fresh controller with these settings."""
+        return ConformalPID(
+            self.alpha, self.kp, self.ki, self.kd, start=self.start, limits=self.limits
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sampling:
+    """How a step's proposal is sampled and escalated before anything executes.
+
+    ``stop``: a stop rule (:class:`~closedloop.control.BetaStop`, ``WindowStop``,
+    ``ConfidenceStop``, ``FixedVotes``); samples are then drawn one at a time until it
+    stops, at most its ``max_samples``, in place of the votes the schedule asks for (not
+    under dual verification, which keeps its pair). None, the default: the scheduled votes,
+    all at once.
+
+    ``escalate_below``: with a model ladder, a proposal whose confidence (the agreement of
+    its samples, or a single sample's decision-token probability) is below this goes to the
+    next rung before it runs, and so on up the ladder; the top rung's proposal runs
+    whatever its confidence. ``risk`` sets that threshold online instead
+    (:class:`RiskControl`). Both None, the default: no cascade.
+    """
+
+    stop: StopRule | None = None
+    escalate_below: float | None = None
+    risk: RiskControl | None = None
+
+    def __post_init__(self) -> None:
+        if self.stop is not None and not isinstance(self.stop, StopRule):
+            raise ConfigurationError(
+                "stop", self.stop, "must be a stop rule (should_stop and max_samples) or None"
+            )
+        if self.escalate_below is not None:
+            require_unit_interval("escalate_below", self.escalate_below)
+        if self.risk is not None and not isinstance(self.risk, RiskControl):
+            raise ConfigurationError("risk", self.risk, "must be a RiskControl or None")
+
+    @property
+    def cascades(self) -> bool:
+        """Whether a proposal may climb the ladder before it runs."""
+        return self.escalate_below is not None or self.risk is not None

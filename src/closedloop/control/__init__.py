@@ -65,6 +65,21 @@ from ._gains import (
 )
 from ._tuning import DEFAULT_LEVELS, TuningResult, tune_gains
 
+# --- spending only when unsure: adaptive votes and a risk controller on the threshold ---
+# isort: split
+from ._risk import AdaptiveThreshold, ConformalPID
+from ._votes import (
+    BetaStop,
+    ConfidenceStop,
+    FixedVotes,
+    StopRule,
+    WindowStop,
+    beta_superiority,
+    plurality,
+    top_two,
+    weighted_vote,
+)
+
 __all__ = [
     "DEFAULT_GAIN_KEY",
     "DEFAULT_LEVELS",
@@ -75,13 +90,18 @@ __all__ = [
     "AIMDLimiter",
     "ActuatorSchedule",
     "ActuatorSettings",
+    "AdaptiveThreshold",
+    "BetaStop",
     "ClientThrottle",
+    "ConfidenceStop",
+    "ConformalPID",
     "Cooldown",
     "DelayPIDConfig",
     "DelayPIDLimiter",
     "FOPDTPlant",
     "FeedbackIntensity",
     "FirstOrderPlant",
+    "FixedVotes",
     "GainChoice",
     "GainPredictor",
     "GainTable",
@@ -103,14 +123,18 @@ __all__ = [
     "ScheduleLinear",
     "SecondOrderPlant",
     "StepMetrics",
+    "StopRule",
     "Strictness",
     "ThrottleConfig",
     "TrackingDifferentiator",
     "Trajectory",
     "TuningResult",
+    "WindowStop",
+    "beta_superiority",
     "choose_gains",
     "fal",
     "fhan",
+    "plurality",
     "schedule_context",
     "schedule_feedback_intensity",
     "schedule_levels",
@@ -123,5 +147,7 @@ __all__ = [
     "schedule_votes",
     "select_protocol",
     "step_metrics",
+    "top_two",
     "tune_gains",
+    "weighted_vote",
 ]

@@ -100,14 +100,24 @@ def synthetic_row(task: Any, spec: list[tuple[str, float | None]], seconds: Any)
 def write_synthetic_bank(path: Path, model: str, specs: Any, seconds: Any) -> Path:
     """A multi-member gzip bank, one member per line, as the recorder appends it."""
     from closedloop_bench.tools._command import interleave
-    from closedloop_bench.tools._format import load_tool_tasks
     from closedloop_bench.tools._generate import DATA_DIR
+    from closedloop_bench.tools._replay_command import _tasks_by_id
 
-    tasks = interleave(load_tool_tasks(DATA_DIR / "eval.jsonl"))[: len(specs)]
-    header = {"kind": "header", "model": model, "split": "eval", "k": 5, "temperature": 0.7,
-              "max_tokens": 160, "prompt": "strict", "threads": 2, "command": "synthetic"}
+    tasks = interleave(list(_tasks_by_id((DATA_DIR / "eval.jsonl").resolve()).values()))
+    tasks = tasks[: len(specs)]
+    header = {
+        "kind": "header",
+        "model": model,
+        "split": "eval",
+        "k": 5,
+        "temperature": 0.7,
+        "max_tokens": 160,
+        "prompt": "strict",
+        "threads": 2,
+        "command": "synthetic",
+    }
     path.unlink(missing_ok=True)
-    for row in [header, *(synthetic_row(t, s, seconds) for t, s in zip(tasks, specs))]:
+    for row in [header, *(synthetic_row(t, s, seconds) for t, s in zip(tasks, specs, strict=True))]:
         with gzip.open(path, "at", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
     return path

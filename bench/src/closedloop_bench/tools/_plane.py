@@ -200,9 +200,10 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
             alpha=0.6 if s["group"] != "fixed" else 0.9,
             markersize=5,
         )
-        if not s["name"].startswith("cascade") or f"{s['model']} · {s['name']}" in report[
-            "frontier"
-        ]:
+        if (
+            not s["name"].startswith("cascade")
+            or f"{s['model']} · {s['name']}" in report["frontier"]
+        ):
             ax.annotate(f"{s['model']} · {s['name']}", (s["mean_seconds"], y), fontsize=6)
     front = sorted(
         (s for s in report["rows"] if f"{s['model']} · {s['name']}" in report["frontier"]),
@@ -211,7 +212,9 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
     ax.plot([s["mean_seconds"] for s in front], [s["success_rate"] for s in front], "k--", lw=1)
     ax.set_xlabel("mean seconds per task (replayed from the bank)")
     ax.set_ylabel("success rate (95 % Wilson interval)")
-    ax.set_title(title or f"{report['n']} tasks: votes o, cascade D, adaptive ^, confident s, risk x")
+    ax.set_title(
+        title or f"{report['n']} tasks: votes o, cascade D, adaptive ^, confident s, risk x"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

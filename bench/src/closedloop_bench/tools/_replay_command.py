@@ -15,6 +15,7 @@ reports, each recording the command that rewrites it:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from closedloop.control import BetaStop, ConfidenceStop, ConformalPID, WindowSto
 
 from ._bank import read_bank
 from ._calibration import Reading, calibration_report, plot_reliability
-from ._format import load_tool_tasks
+from ._format import ToolTask, load_tool_tasks
 from ._generate import DATA_DIR
 from ._plane import Row, plane_report, plot_plane
 from ._replay import AdaptiveVotes, Cascade, ConfidentSingle, Outcome, Record, Votes
@@ -68,8 +69,13 @@ def load_records(path: Path, tasks: Path) -> tuple[dict[str, Any], list[Record]]
     header, rows = read_bank(path)
     if not header:
         raise ConfigurationError("bank", str(path), "holds no header (missing or empty file)")
-    by_id = {t.id: t for t in load_tool_tasks(tasks)}
-    return header, records_from_bank(header, rows, by_id)
+    return header, records_from_bank(header, rows, _tasks_by_id(tasks.resolve()))
+
+
+@functools.lru_cache(maxsize=4)
+def _tasks_by_id(path: Path) -> dict[str, ToolTask]:
+    # Validating the task file is most of a replay's time: read it once per process.
+    return {t.id: t for t in load_tool_tasks(path)}
 
 
 def strategy_grid(k: int) -> list[tuple[Any, str]]:
@@ -82,9 +88,7 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
         (BetaStop(threshold=t, max_samples=k), f"beta≥{t:g}") for t in (0.8, 0.9, 0.95)
     ]
     rules += [(WindowStop(window=w, max_samples=k), f"window {w}") for w in (2, 3) if w <= k]
-    rules += [
-        (ConfidenceStop(threshold=t, max_samples=k), f"p_low≥{t:g}") for t in (0.5, 0.8, 0.9)
-    ]
+    rules += [(ConfidenceStop(threshold=t, max_samples=k), f"p_low≥{t:g}") for t in (0.5, 0.8, 0.9)]
     out += [(AdaptiveVotes(rule, label, max_k=k), "adaptive") for rule, label in rules]
     out += [
         (ConfidentSingle(t, fallback_k=f), "adaptive")

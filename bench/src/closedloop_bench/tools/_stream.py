@@ -240,9 +240,13 @@ def steps_as_dicts(steps: Sequence[StreamStep]) -> list[dict[str, Any]]:
     ]
 
 
-THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(20)) + (0.97, 0.99, 0.995, 0.999)
+THRESHOLD_GRID = (*(round(0.05 * i, 2) for i in range(20)), 0.97, 0.99, 0.995, 0.999)
 """The fixed thresholds an operator may pick from."""
-CONTROLLERS = (("ACI γ=0.02", 0.0, 0.02), ("ACI γ=0.05", 0.0, 0.05), ("PID kp=0.1 ki=0.02", 0.1, 0.02))
+CONTROLLERS = (
+    ("ACI γ=0.02", 0.0, 0.02),
+    ("ACI γ=0.05", 0.0, 0.05),
+    ("PID kp=0.1 ki=0.02", 0.1, 0.02),
+)
 """The risk controllers replayed: (label, kp, ki); integral-only is adaptive conformal
 inference (Gibbs and Candès 2021)."""
 TUNE_SHARE = 0.25
@@ -288,7 +292,9 @@ def stream_report(
             "within_3_points": _within(summary, 0.03),
             "misses_by_10_points": _misses(summary, 0.10),
             "threshold": [round(s.threshold, 4) for s in steps],
-            "rolling_error": [None if e is None else round(e, 4) for e in rolling_error(steps, window)],
+            "rolling_error": [
+                None if e is None else round(e, 4) for e in rolling_error(steps, window)
+            ],
         }
     return out
 

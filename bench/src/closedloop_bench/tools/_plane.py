@@ -186,10 +186,17 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 6))
-    marks = {"cascade": "D", "adaptive": "^", "confident": "s", "risk": "x"}
+    fig, ax = plt.subplots(figsize=(9, 6))
+    kinds = {
+        "cascade": ("D", "tab:orange"),
+        "adaptive": ("^", "tab:green"),
+        "confident": ("s", "tab:purple"),
+        "risk": ("x", "tab:red"),
+    }
+    seen: set[str] = set()
     for s in report["rows"]:
-        mark = next((m for prefix, m in marks.items() if s["name"].startswith(prefix)), "o")
+        kind = next((k for k in kinds if s["name"].startswith(k)), "votes")
+        mark, colour = kinds.get(kind, ("o", "tab:blue"))
         lo, hi = s["success_ci"]
         y = s["success_rate"]
         ax.errorbar(
@@ -197,14 +204,21 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
             y,
             yerr=[[y - lo], [hi - y]],
             fmt=mark,
-            alpha=0.6 if s["group"] != "fixed" else 0.9,
+            color=colour,
+            alpha=0.8,
             markersize=5,
+            label=None if kind in seen else kind,
         )
-        if (
-            not s["name"].startswith("cascade")
-            or f"{s['model']} · {s['name']}" in report["frontier"]
-        ):
-            ax.annotate(f"{s['model']} · {s['name']}", (s["mean_seconds"], y), fontsize=6)
+        seen.add(kind)
+        label = f"{s['model']} · {s['name']}"
+        if label in report["frontier"] or label == report["reference"]:
+            ax.annotate(
+                label,
+                (s["mean_seconds"], y),
+                fontsize=6,
+                xytext=(3, -8),
+                textcoords="offset points",
+            )
     front = sorted(
         (s for s in report["rows"] if f"{s['model']} · {s['name']}" in report["frontier"]),
         key=lambda s: s["mean_seconds"],
@@ -212,9 +226,8 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
     ax.plot([s["mean_seconds"] for s in front], [s["success_rate"] for s in front], "k--", lw=1)
     ax.set_xlabel("mean seconds per task (replayed from the bank)")
     ax.set_ylabel("success rate (95 % Wilson interval)")
-    ax.set_title(
-        title or f"{report['n']} tasks: votes o, cascade D, adaptive ^, confident s, risk x"
-    )
+    ax.set_title(title or f"{report['n']} tasks; dashed: the frontier of fixed settings")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

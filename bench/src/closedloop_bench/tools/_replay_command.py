@@ -223,8 +223,9 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
         if records:
             model = records[0].model
             report = calibration_report(model, bank_readings(records), BANK_SENSORS)
-            calibration["models"][model] = report
             png = plot_reliability(report, out / f"calibration-bank-{model}.png")
+            # The readings are the bank's own numbers: keep the report to the summaries.
+            calibration["models"][model] = {k: v for k, v in report.items() if k != "readings"}
             paths[f"calibration_png_{model}"] = png
     paths["calibration"] = _write(out / "calibration-bank.json", calibration)
     for name, path in paths.items():

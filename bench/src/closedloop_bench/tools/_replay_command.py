@@ -213,6 +213,7 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
     rows = plane_rows(strong, weak)
     reference = f"{strong[0].model} · single"
     plane = {**meta, **plane_report(rows, reference)}
+    plane["targets"] = plane_targets(plane)
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
     stream = {**meta, **stream_report(strong, weak, options.alpha, options.window)}
@@ -231,3 +232,47 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
     for name, path in paths.items():
         say(f"{name}: {path}")
     return paths
+
+
+def _best(rows: Sequence[dict[str, Any]], ok: Callable[[dict[str, Any]], bool]) -> list[str]:
+    return [f"{r['model']} · {r['name']}" for r in rows if ok(r)]
+
+
+def plane_targets(plane: dict[str, Any]) -> dict[str, Any]:
+    """The plane's targets on point estimates (the intervals are in the rows): adaptive
+    votes at votes@5's success with at most half its samples; the confident single call
+    never below the single call; a cascade at the strong model's success (same votes) at
+    most 60 % of its seconds."""
+    rows = plane["rows"]
+    by = {(r["model"], r["name"]): r for r in rows}
+    out: dict[str, Any] = {"adaptive": {}, "confident": {}}
+    for model in dict.fromkeys(r["model"] for r in rows if "→" not in r["model"]):
+        five, one = by.get((model, "votes@5")), by[(model, "single")]
+        mine = [r for r in rows if r["model"] == model]
+        if five is not None:
+            winners = _best(
+                [r for r in mine if r["group"] == "adaptive"],
+                lambda r, f=five: (
+                    r["success"] >= f["success"] and r["mean_calls"] <= 0.5 * f["mean_calls"]
+                ),
+            )
+            out["adaptive"][model] = {"met": bool(winners), "by": winners}
+        below = _best(
+            [r for r in mine if r["name"].startswith("confident")],
+            lambda r, o=one: r["success"] < o["success"],
+        )
+        out["confident"][model] = {"met": not below, "below_single": below}
+    cascades = [r for r in rows if r["name"].startswith("cascade")]
+    if cascades:
+        strong = cascades[0]["model"].split(" → ")[1]
+        met = []
+        for r in cascades:
+            ref = by.get((strong, "single" if r["name"].endswith("→1") else "votes@3"))
+            if (
+                ref
+                and r["success"] >= ref["success"]
+                and r["mean_seconds"] <= 0.6 * ref["mean_seconds"]
+            ):
+                met.append(r["name"])
+        out["cascade"] = {"met": bool(met), "by": met}
+    return out

@@ -296,6 +296,13 @@ def stream_report(
                 None if e is None else round(e, 4) for e in rolling_error(steps, window)
             ],
         }
+    tuned_run = next(r for r in out["runs"].values() if r["kind"] == "fixed")
+    held = [k for k, r in out["runs"].items() if r["kind"] == "controller" and r["within_3_points"]]
+    out["target"] = {
+        "controller_within_3_points": held,
+        "tuned_fixed_misses_by_10_points": tuned_run["misses_by_10_points"],
+        "met": bool(held) and bool(tuned_run["misses_by_10_points"]),
+    }
     return out
 
 

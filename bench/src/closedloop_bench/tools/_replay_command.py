@@ -234,8 +234,8 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
     return paths
 
 
-def _best(rows: Sequence[dict[str, Any]], ok: Callable[[dict[str, Any]], bool]) -> list[str]:
-    return [f"{r['model']} · {r['name']}" for r in rows if ok(r)]
+def _labels(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [f"{r['model']} · {r['name']}" for r in rows]
 
 
 def plane_targets(plane: dict[str, Any]) -> dict[str, Any]:
@@ -250,16 +250,18 @@ def plane_targets(plane: dict[str, Any]) -> dict[str, Any]:
         five, one = by.get((model, "votes@5")), by[(model, "single")]
         mine = [r for r in rows if r["model"] == model]
         if five is not None:
-            winners = _best(
-                [r for r in mine if r["group"] == "adaptive"],
-                lambda r, f=five: (
-                    r["success"] >= f["success"] and r["mean_calls"] <= 0.5 * f["mean_calls"]
-                ),
+            winners = _labels(
+                [
+                    r
+                    for r in mine
+                    if r["group"] == "adaptive"
+                    and r["success"] >= five["success"]
+                    and r["mean_calls"] <= 0.5 * five["mean_calls"]
+                ]
             )
             out["adaptive"][model] = {"met": bool(winners), "by": winners}
-        below = _best(
-            [r for r in mine if r["name"].startswith("confident")],
-            lambda r, o=one: r["success"] < o["success"],
+        below = _labels(
+            [r for r in mine if r["name"].startswith("confident") and r["success"] < one["success"]]
         )
         out["confident"][model] = {"met": not below, "below_single": below}
     cascades = [r for r in rows if r["name"].startswith("cascade")]

@@ -8,7 +8,8 @@
 The same command as ``closedloop bench tools``. Writes the report JSON (and the
 success–cost plane PNG next to it) under bench/results/tools/ and prints the table.
 ``--limit N`` takes the first N tasks after interleaving the families, so a short run
-still covers all of them. ``--models`` lists models weakest first: ``strong`` runs on the
+still covers all of them; ``--family single,choose`` keeps those families only (before
+``--limit``). ``--models`` lists models weakest first: ``strong`` runs on the
 last one.
 """
 
@@ -38,6 +39,11 @@ def parser() -> argparse.ArgumentParser:
         "--split", choices=("dev", "eval"), default="dev", help="a generated split (default dev)"
     )
     p.add_argument("--limit", type=int, default=None, help="run the first N tasks only")
+    p.add_argument(
+        "--family",
+        default=None,
+        help="comma-separated families to keep (single,choose: the one-call tasks)",
+    )
     p.add_argument("--models", default="test:oracle", help="comma-separated specs, weakest first")
     p.add_argument(
         "--strategies",
@@ -77,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks=args.tasks,
         split=args.split,
         limit=args.limit,
+        families=args.family,
         models=args.models,
         strategies=args.strategies,
         out=args.out,

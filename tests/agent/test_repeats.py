@@ -1,4 +1,5 @@
-"""Normalised signatures: timestamps, ids and nonces do not make a repeated call look new."""
+"""Normalised signatures: timestamps, ids and nonces do not make a repeated call look new;
+and a repeat of the call that just succeeded may close the run with its result."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from closedloop.agent import ControlConfig, HaltReason, Task
 from closedloop.agent._repeats import action_signature, looks_volatile, normalise_arguments
+
+from .conftest import add, call, divide, final, make_agent, scripted
 
 
 def test_volatile_values_are_recognised() -> None:
@@ -52,3 +56,47 @@ def test_fresh_clock_readings_and_ids_never_change_the_signature(
     assert action_signature("tool", {**args, "at": now}) == action_signature(
         "tool", {**args, "at": now + 1.0}
     )
+
+
+async def test_a_repeat_of_a_successful_call_closes_the_run_with_its_result() -> None:
+    # The one-call pattern of small models: the call, then the same call again.
+    model = scripted(call("add", a=1, b=2), cycle=True)
+    agent, _ = make_agent(model, [add], control=ControlConfig(end_on_repeat=True))
+    result = await agent.run("1+2")
+    assert result.halt_reason is HaltReason.FINAL and result.success
+    assert result.answer == "3.0" and len(model.calls) == 2
+    ran = [s for s in result.steps if s.observation is not None]
+    assert len(ran) == 1  # executed once: the repeat closed the run, it did not run again
+    assert result.steps[-1].action is not None and result.steps[-1].observation is None
+    assert result.steps[-1].error == 0.0
+
+
+async def test_without_end_on_repeat_the_repeat_is_refused_as_before() -> None:
+    model = scripted(call("add", a=1, b=2), cycle=True)
+    agent, _ = make_agent(model, [add])
+    result = await agent.run("1+2")
+    assert result.halt_reason is HaltReason.REPEATED_ACTION and not result.success
+    assert result.steps[1].error == 1.0
+
+
+async def test_only_the_call_that_last_ran_and_succeeded_closes_the_run() -> None:
+    # A, B, A is a loop: the guard keeps refusing it.
+    loop = scripted(
+        call("add", a=1, b=2), call("add", a=2, b=2), call("add", a=1, b=2), final("4.0")
+    )
+    agent, _ = make_agent(loop, [add], control=ControlConfig(end_on_repeat=True))
+    result = await agent.run("1+2, then 2+2")
+    assert result.answer == "4.0" and len(loop.calls) == 4
+    assert result.steps[2].error == 1.0  # refused as a repeat
+    # A call that failed, proposed again: refused, not an answer.
+    failed = scripted(call("divide", numerator=1, denominator=0), cycle=True)
+    agent, _ = make_agent(failed, [divide], control=ControlConfig(end_on_repeat=True))
+    result = await agent.run("1/0")
+    assert result.halt_reason is not HaltReason.FINAL and not result.success
+
+
+async def test_a_task_with_required_fields_is_not_closed_by_a_repeat() -> None:
+    model = scripted(call("add", a=1, b=2), call("add", a=1, b=2), final("3", total=3))
+    agent, _ = make_agent(model, [add], control=ControlConfig(end_on_repeat=True))
+    result = await agent.run(Task(prompt="1+2", required_fields=["total"]))
+    assert result.answer == "3" and len(model.calls) == 3

@@ -158,7 +158,11 @@ class ControlConfig:
     bound of its own ``max_string_chars``. ``end_when_complete`` ends a run with an answer
     built from the required fields as soon as a tool's answer completes them;
     ``completion_predicate(call, observation)`` says the same for tasks without required
-    fields (True: the run ends with that observation as its answer).
+    fields (True: the run ends with that observation as its answer). ``end_on_repeat``
+    ends a run without required fields when the model proposes again, with the same
+    arguments, the call that last ran and succeeded: the run ends with that call's result
+    instead of refusing the repeat and asking again (off by default: the repeat is
+    refused and the stop policy counts it).
 
     The confidence gate (rules first, the model past it): with ``rule_gate``, a rule for a
     known cause of a failed read (back off on a 429, retry a 5xx later, widen a timeout,
@@ -208,6 +212,7 @@ class ControlConfig:
     max_string_chars: int = 200
     end_when_complete: bool = True
     completion_predicate: Callable[[ActionCall, Observation], bool] | None = None
+    end_on_repeat: bool = False
     rule_gate: RuleGate | None = None
     health: HealthSettings | None = None
     early_handover: EarlyHandover | None = None

@@ -4,6 +4,12 @@ A model stuck in a loop often varies only what does not matter: a fresh timestam
 request id, a nonce. So compare *normalised* arguments, or every call looks new.
 Volatile keys are dropped and values that look like timestamps or random ids are replaced
 by a placeholder before the call's signature is taken.
+
+A repeat is refused (it is not run again). With ``ControlConfig.end_on_repeat`` a repeat
+of the call that last ran, when that call succeeded, instead closes the run with that
+call's result (:func:`repeated_success`): a model that proposes the action it has just
+seen succeed has nothing left to do, and asking it again only buys a final answer that
+restates the observation it already has.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ __all__ = [
     "count_repeats",
     "looks_volatile",
     "normalise_arguments",
+    "repeated_success",
 ]
 
 VOLATILE_KEYS: frozenset[str] = frozenset(
@@ -112,3 +119,22 @@ def count_repeats(signature: str, history: Sequence[str], window: int) -> int:
     """
     recent = history[-window:] if window > 0 else history
     return sum(1 for s in recent if s == signature)
+
+
+def repeated_success(signature: str, entries: Sequence[Any]) -> Mapping[str, Any] | None:
+    """The compacted observation of the call that last ran when it is the call of
+    ``signature`` and it succeeded (status ``ok``), else None.
+
+    ``entries`` are the task state's observation entries (``tool``, ``arguments``,
+    ``observation``), oldest first. Only the latest counts: a call proposed again after
+    another call ran (A, B, A) is a loop, which the repeat guard keeps refusing.
+    """
+    if not entries:
+        return None
+    last = entries[-1]
+    if last.observation.get("status") != "ok":
+        return None
+    if action_signature(last.tool, last.arguments) != signature:
+        return None
+    observation: Mapping[str, Any] = last.observation
+    return observation

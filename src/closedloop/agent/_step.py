@@ -69,7 +69,7 @@ from ._projection import project, summarise_observation
 from ._protocols import proposal_confidence, vote
 from ._records import ActionCall, HaltReason, RunUsageSummary, StepRecord
 from ._relevance import relevant_tools, shown_count
-from ._repeats import action_signature, count_repeats
+from ._repeats import action_signature, count_repeats, repeated_success
 from ._run import Run
 from ._state import field_problems
 from ._tools import Tool
@@ -661,6 +661,10 @@ class Step:
             repeats = 0  # asking again after a passing fault is a retry, not a loop
         state.signatures = [*state.signatures, signature][-32:]
         state.repeat_count = repeats
+        if repeats and judge is None:
+            closed = await self.close_on_repeat(base, signature)
+            if closed is not None:
+                return closed
         if repeats:
             hint = (
                 f"{call.tool} was proposed again with the same arguments (timestamps and ids "
@@ -735,6 +739,27 @@ class Step:
             progress=progress,
             halt=judged,
         )
+
+    async def close_on_repeat(self, base: Outcome, signature: str) -> Outcome | None:
+        """The run closed with the result of the call that last ran, when the model
+        proposes it again and it succeeded (``ControlConfig.end_on_repeat``, a task without
+        required fields); None leaves the repeat to the guard."""
+        run = self.run
+        if not run.settings.control.end_on_repeat or run.task.required_fields:
+            return None
+        earlier = repeated_success(signature, run.state.observations)
+        if earlier is None:
+            return None
+        run.state.repeat_count = 0
+        answer, notes = await self.accept_answer(
+            _text(earlier.get("value")),
+            [
+                f"{base.action.tool if base.action else 'the tool'} was proposed again with "
+                "the same arguments after it succeeded: the run ends with its result"
+            ],
+        )
+        # The proposal fed its own key with e = 0 (it was right to stop); nothing ran.
+        return replace(base, error=0.0, final_answer=answer, notes=notes, halt=HaltReason.FINAL)
 
     async def observe(
         self, tool: Tool, call: ActionCall, observation: Observation

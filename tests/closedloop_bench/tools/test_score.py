@@ -90,6 +90,16 @@ def test_a_call_on_an_irrelevance_task_fails() -> None:
         assert not verdict.success and verdict.extra == (0,)
 
 
+def test_an_irrelevance_task_needs_an_answer_with_no_call_not_a_halt() -> None:
+    task = next(t for t in ALL if t.expected.no_call)
+    declined = score(task, [], "none of these can book a flight", answered=True)
+    assert declined.success
+    halted = score(task, [], "", answered=False)
+    assert not halted.success and "halted with no answer" in halted.reason
+    # Where a call is expected, a halt with no call fails as it always did.
+    assert not score(WITH_CALLS[0], [], answered=False).success
+
+
 def test_parallel_calls_match_in_any_order() -> None:
     parallel = [t for t in ALL if t.family == "parallel"]
     for task in parallel:

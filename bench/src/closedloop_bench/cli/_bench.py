@@ -612,6 +612,10 @@ def tools(
     limit: Annotated[
         int | None, typer.Option(help="The first N tasks, the families taken in turn.")
     ] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated families to keep (single,choose: the one-call tasks)."),
+    ] = None,
     models: Annotated[
         str, typer.Option(help="Comma-separated model specs, weakest first (strong: the last).")
     ] = "test:oracle",
@@ -652,6 +656,7 @@ def tools(
         tasks=tasks,
         split="dev" if split == "dev" else "eval",
         limit=limit,
+        families=family,
         models=models,
         strategies=strategies,
         out=out,

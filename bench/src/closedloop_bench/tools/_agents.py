@@ -9,38 +9,62 @@
   ``Agent`` that accepts a list of models; until then naming it is a clear error.
 
 What they share with the one-call baselines, so a comparison changes one thing: the
-task's text (the functions, the rules and the user's words: :func:`agent_instructions`
-passed as the agent's instructions, :func:`task_request` as the task), the same tools (the
-task's OpenAI schemas, run by :class:`TaskTools`), the same token budget per model call
-and the same checker. What still differs, honestly: the agent wraps that text in its own
-frame (a line saying it proposes one action per reply, the tools listed again with their
-argument schemas, the task state and the latest observations) and answers in its own
-reply format (``{"tool": ..., "arguments": ...}`` or ``{"final": ...}``, one call per
-reply) instead of the baselines' all-calls-at-once ``{"calls": [...]}``. That is what a
-loop is; everything else is held equal.
+task's text (the rules and the user's words: :func:`agent_instructions` passed as the
+agent's instructions, :func:`task_request` as the task; the functions, each once, in the
+agent's own listing of its tools with their argument schemas), the same tools (the task's
+OpenAI schemas, run by :class:`TaskTools`), the same token budget per model call and the
+same checker. What still differs, honestly: the agent wraps that text in its own frame (a
+line saying it proposes one action per reply, the task state and the latest observations)
+and answers in its own reply format (``{"tool": ..., "arguments": ...}`` or
+``{"final": ...}``, one call per reply) instead of the baselines' all-calls-at-once
+``{"calls": [...]}``. That is what a loop is; everything else is held equal.
+
+When a run ends. A loop asks its model again after every call, so a one-call task costs
+the call, then a second reply to learn that the task is done. Small models make that
+second reply the same call again (refused as a repeat), then a third, the final answer:
+two of three model calls execute nothing. Two rules end that pattern, on every agent row
+alike (``closedloop``, ``frozen``, ``ladder``), so they change no comparison between rows:
+
+- *the task declares its completion*: a task of a one-call family (:data:`ONE_CALL_FAMILIES`:
+  the request is one action by construction, as its author knows) is complete once one
+  offered function has run and answered ok; the run ends with that answer
+  (``ControlConfig.completion_predicate``). It reads neither the expected call nor the
+  checker: a wrong call that ran ends the run too, and fails;
+- *an exact repeat of the call that last ran and succeeded closes the run with that call's
+  result* (``ControlConfig.end_on_repeat``): on every other family, a model that proposes
+  the call it has just seen succeed has nothing left to do. The cost is on a task that asks
+  for the same call twice, whose second call the repeat guard refused anyway.
+
+``declare_completion=False, end_on_repeat=False`` gives the loop as it was, for comparison.
+Each run keeps its step records, compacted (:func:`step_records`): the step's e and u, the
+confidence sensors' reading, the actuators that were set, the call made and whether it ran;
+:func:`idle_calls` counts the model calls of the steps that executed nothing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from closedloop._exceptions import ConfigurationError, ToolError
 from closedloop.agent import (
+    ActionCall,
     Agent,
     ControlConfig,
     ModelSettings,
     RunLimits,
+    StepRecord,
     Tool,
     default_schedule,
 )
 from closedloop.control import schedule_context
 from closedloop.feedback import MemoryStore
 from closedloop.models import FunctionModel, Model
+from closedloop.perception import Observation, ObservationStatus
 
-from ._format import ToolTask
+from ._format import ONE_CALL_FAMILIES, ToolTask
 from ._prompt import agent_instructions, task_request
 from ._strategies import DEFAULT_MAX_TOKENS, Attempt, TaskTools, register_strategy
 
@@ -50,6 +74,8 @@ __all__ = [
     "AgentStrategy",
     "agent_takes_ladder",
     "frozen_control",
+    "idle_calls",
+    "step_records",
     "task_agent_tools",
 ]
 
@@ -59,6 +85,67 @@ answer and two steps to recover from a refused proposal."""
 
 FROZEN_U = 0.5
 """The control signal the frozen row holds every actuator at (the faults benchmark's)."""
+
+
+def _one_action_done(_call: ActionCall, observation: Observation) -> bool:
+    return observation.status is ObservationStatus.OK
+
+
+_SAME_EVERY_STEP = frozenset({"u", "tool_calling"})
+"""Actuator entries a compact step leaves out: u is the step's own field, and the
+tool-calling form is the strategy's, the same at every step."""
+
+
+def step_records(steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
+    """The run's steps, compacted for the benchmark's results: index, step type, e, u,
+    the confidence sensors' reading (the fields that had an input), the actuators that
+    were set, the call made and whether it ran, the model calls the step took, a final
+    answer and the halt."""
+    out: list[dict[str, Any]] = []
+    for record in steps:
+        confidence = (
+            None
+            if record.confidence is None
+            else {k: v for k, v in record.confidence.model_dump().items() if v is not None}
+        )
+        action = record.action
+        out.append(
+            {
+                "step": record.step,
+                "type": record.step_type,
+                "e": round(record.error, 4),
+                "u": round(record.control, 4),
+                "confidence": confidence,
+                "actuators": {
+                    k: v
+                    for k, v in record.model_dump(mode="json")["actuators"].items()
+                    if k not in _SAME_EVERY_STEP
+                },
+                "call": None
+                if action is None
+                else {"name": action.tool, "arguments": dict(action.arguments)},
+                "executed": action is not None and record.observation is not None,
+                "model_calls": record.usage.model_calls,
+                "final": record.final_answer is not None,
+                "refused": [e[:160] for e in record.validation_errors],
+                "halt": None if record.halt is None else record.halt.value,
+            }
+        )
+    return out
+
+
+def idle_calls(steps: Sequence[Mapping[str, Any]]) -> int:
+    """The model calls that executed nothing: every call of a step that ran no tool (a
+    refused proposal, a refused repeat, a final answer with no call), and in a step that
+    ran one the replies refused and re-asked before it. A vote's samples are one
+    proposal, not idle calls. On a one-call task the ideal is none."""
+    total = 0
+    for step in steps:
+        if step["executed"]:
+            total += int(step["actuators"].get("reasks", 0))
+        else:
+            total += int(step["model_calls"])
+    return total
 
 
 def frozen_control(u: float = FROZEN_U) -> ControlConfig:
@@ -110,13 +197,16 @@ class AgentStrategy:
     sees the most relevant half of the tools and of the recent observations). ``runs_on="ladder"``
     hands the runner's models, weakest first, straight to ``Agent(model=[...])``. Each
     model keeps one store across the tasks of a run, as an agent reused by a user would:
-    the controllers' history carries from task to task.
+    the controllers' history carries from task to task. ``declare_completion`` and
+    ``end_on_repeat``: how a run ends (the module docstring); both off is the loop as it was.
     """
 
     name: str = "closedloop"
     frozen: bool = False
     fixed: bool = False
     reduce: bool = False
+    declare_completion: bool = True
+    end_on_repeat: bool = True
     runs_on: RunsOn = "each"
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -124,13 +214,23 @@ class AgentStrategy:
     clock: Callable[[], float] = time.perf_counter
     _stores: dict[str, MemoryStore] = field(default_factory=dict, repr=False, compare=False)
 
-    def control(self) -> ControlConfig:
+    def control(self, task: ToolTask | None = None) -> ControlConfig:
+        """The loop's control for ``task`` (how a run ends: the module docstring)."""
         if self.frozen:
-            return frozen_control()
-        if self.reduce:
+            config = frozen_control()
+        elif self.reduce:
             schedule = replace(default_schedule(), context=schedule_context())
-            return ControlConfig(schedule=schedule)
-        return ControlConfig()
+            config = ControlConfig(schedule=schedule)
+        else:
+            config = ControlConfig()
+        one_action = (
+            self.declare_completion and task is not None and task.family in ONE_CALL_FAMILIES
+        )
+        return replace(
+            config,
+            end_on_repeat=self.end_on_repeat,
+            completion_predicate=_one_action_done if one_action else None,
+        )
 
     def agent(self, task: ToolTask, tools: TaskTools, model: Model | Sequence[Model]) -> Agent:
         """The agent of one task: the shared text as instructions, the task's tools."""
@@ -143,7 +243,7 @@ class AgentStrategy:
                 max_tokens=self.max_tokens, temperature=0.0, tool_calling="json"
             ),
             limits=RunLimits(max_steps=self.max_steps, deadline_s=self.deadline_s),
-            control=self.control(),
+            control=self.control(task),
             store=self._stores.setdefault(key, MemoryStore()),
             trace=False,
         )
@@ -160,6 +260,7 @@ class AgentStrategy:
         result = await self.agent(task, tools, model).run(task_request(task))
         answer = result.answer
         usage = result.usage
+        steps = step_records(result.steps)
         return Attempt(
             calls=tuple(tools.calls),
             final_text="" if answer is None else str(answer),
@@ -169,7 +270,11 @@ class AgentStrategy:
             wall_s=max(0.0, self.clock() - started),
             error=None if result.success else (result.message or result.halt_reason.value),
             env_state=tools.state(),
-            extra={"halt": result.halt_reason.value, "steps": len(result.steps)},
+            extra={
+                "halt": result.halt_reason.value,
+                "steps": steps,
+                "idle_calls": idle_calls(steps),
+            },
         )
 
 

@@ -19,7 +19,7 @@ from closedloop.models import allow_real_model_calls
 
 from ._format import FAMILIES, ToolTask, describe_tool_tasks, load_tool_tasks
 from ._generate import DATA_DIR, write_data
-from ._report import ToolsReport, plot_plane, render_table, write_report
+from ._report import ToolsReport, idle_on_one_call, plot_plane, render_table, write_report
 from ._runner import ToolsConfig, run_tools_bench
 
 __all__ = ["ToolsCommand", "interleave", "run_tools_command", "split_csv"]
@@ -34,6 +34,16 @@ def interleave(tasks: Sequence[ToolTask]) -> list[ToolTask]:
     return out
 
 
+def _of_families(tasks: Sequence[ToolTask], families: str | None) -> list[ToolTask]:
+    if families is None:
+        return list(tasks)
+    wanted = split_csv(families)
+    unknown = [f for f in wanted if f not in FAMILIES]
+    if unknown or not wanted:
+        raise ConfigurationError("--family", families, f"each must be one of {', '.join(FAMILIES)}")
+    return [t for t in tasks if t.family in wanted]
+
+
 def split_csv(text: str) -> list[str]:
     """The non-empty parts of a comma-separated option."""
     return [part.strip() for part in text.split(",") if part.strip()]
@@ -46,6 +56,7 @@ class ToolsCommand:
     tasks: Path | None = None
     split: Literal["dev", "eval"] = "dev"
     limit: int | None = None
+    families: str | None = None  # comma-separated: keep these families only
     models: str = "test:oracle"
     strategies: str = "open_loop,strict"
     out: Path | None = None
@@ -75,14 +86,15 @@ def run_tools_command(
     if options.cost not in ("tokens", "wall_s"):
         raise ConfigurationError("--cost", options.cost, "must be tokens or wall_s")
     path = options.tasks if options.tasks is not None else DATA_DIR / f"{options.split}.jsonl"
-    tasks = interleave(load_tool_tasks(path))
+    tasks = interleave(_of_families(load_tool_tasks(path), options.families))
     if options.limit is not None:
         tasks = tasks[: options.limit]
     if options.explain:
         say(describe_tool_tasks(tasks).rstrip("\n"))
         say(f"{len(tasks)} task(s) from {path}")
         return None
-    label = f"{path.stem}" + (f" (first {len(tasks)})" if options.limit else "")
+    label = f"{path.stem}" + (f" [{options.families}]" if options.families else "")
+    label += f" (first {len(tasks)})" if options.limit else ""
     config = ToolsConfig(
         models=split_csv(options.models),
         strategies=split_csv(options.strategies),
@@ -96,9 +108,16 @@ def run_tools_command(
     ran = max(report.meta["tasks_run"].values())
     if ran < len(tasks):
         report = dataclasses.replace(report, source=f"{label}, {ran} run within the budget")
-    out = options.out or options.results / f"{path.stem}-{len(tasks)}.json"
+    kept = "-" + "+".join(split_csv(options.families)) if options.families else ""
+    out = options.out or options.results / f"{path.stem}{kept}-{len(tasks)}.json"
     write_report(report, out)
     say(render_table(report))
+    for strategy, model, idle, calls in idle_on_one_call(report):
+        share = f" ({100 * idle / calls:.0f} %)" if calls else ""
+        say(
+            f"model calls that executed nothing on one-call tasks: {strategy} · {model}: "
+            f"{idle} of {calls}{share}"
+        )
     say(f"report: {out}")
     if options.plot:
         png = plot_plane(report, out.with_suffix(".png"), cost=options.cost)

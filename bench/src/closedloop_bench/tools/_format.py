@@ -60,6 +60,7 @@ from ._envs import ENVIRONMENTS
 
 __all__ = [
     "FAMILIES",
+    "ONE_CALL_FAMILIES",
     "ArgRule",
     "Expected",
     "ExpectedCall",
@@ -75,6 +76,8 @@ __all__ = [
 ]
 
 FAMILIES = ("single", "choose", "parallel", "irrelevance", "multi_turn")
+ONE_CALL_FAMILIES = ("single", "choose")
+"""The families whose request is one action: one offered function, called once, completes it."""
 Family = Literal["single", "choose", "parallel", "irrelevance", "multi_turn"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")

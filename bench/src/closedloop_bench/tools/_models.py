@@ -5,7 +5,10 @@ declines, ``test:prose`` answers in words with no JSON: three deterministic plan
 bound the scores (all, only the irrelevance family, nothing). Asked by an agent (its
 prompt asks for one ``{"tool": ...}`` action a reply), each answers in that form: the
 oracle makes its calls one a reply and then gives a final answer, moving on only when the
-prompt has changed (the same prompt gets the same reply, as a deterministic model gives). Any ``closedloop.models``
+prompt has changed (the same prompt gets the same reply, as a deterministic model gives).
+``test:repeat`` is the oracle on the shared prompt, and on an agent's the one-call
+pattern of small models: the oracle's first call, then the same call again at every step
+(a final no-call answer where the oracle makes none). Any ``closedloop.models``
 spec (``local:smollm2-135m``, ``openai-compatible:...``) is checked when the run is
 planned and loaded once, at its first call.
 """
@@ -32,6 +35,7 @@ _TEST_ANSWERS: dict[str, Callable[[ToolTask], str]] = {
     "test:oracle": ideal_reply,
     "test:no-call": lambda task: _NO_CALL,
     "test:prose": lambda task: _PROSE,
+    "test:repeat": ideal_reply,
 }
 
 _STEP_FORM = '{"tool": "<tool name>"'
@@ -40,6 +44,7 @@ _STEP_FORM = '{"tool": "<tool name>"'
 _STEP_FINALS: dict[str, str] = {
     "test:oracle": "done",
     "test:no-call": "I cannot help with that",
+    "test:repeat": "I cannot help with that",
 }
 
 
@@ -47,18 +52,21 @@ def _stepwise(spec: str, task: ToolTask) -> Callable[[Sequence[Message], CallInf
     """The test model ``spec`` on ``task``: whole answers to the shared prompt, one action
     a reply to an agent's."""
     whole = _TEST_ANSWERS[spec](task)
+    calls = oracle_calls(task) if spec in ("test:oracle", "test:repeat") else []
+    if spec == "test:repeat":
+        calls = calls[:1]  # the first call, proposed at every step: it never moves on
     steps = [
         json.dumps({"tool": c.name, "arguments": dict(c.arguments)}, ensure_ascii=False)
-        for c in (oracle_calls(task) if spec == "test:oracle" else [])
+        for c in calls
     ]
     final = _STEP_FINALS.get(spec)
-    if final is not None:
+    if final is not None and not (spec == "test:repeat" and steps):
         steps.append(json.dumps({"final": final}))
     seen: list[str] = []
 
     def answer(messages: Sequence[Message], _call: CallInfo) -> str:
         system = messages[0].content if messages and messages[0].role == "system" else ""
-        if _STEP_FORM not in system or final is None:
+        if _STEP_FORM not in system or not steps:
             return whole
         prompt = "\n".join(m.content for m in messages)
         if not seen or seen[-1] != prompt:

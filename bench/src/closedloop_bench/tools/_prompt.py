@@ -2,7 +2,9 @@
 
 A comparison of strategies changes one thing at a time, so every strategy builds its
 messages with :func:`build_messages`: the same system prompt (the offered functions as
-JSON schemas and the two answer forms) followed by the task's own messages. The answer is
+JSON schemas and the two answer forms) followed by the task's own messages. An agent gets
+the same rules as its instructions (:func:`agent_instructions`) and lists the functions
+itself, once. The answer is
 one JSON object, ``{"calls": [{"name": ..., "arguments": {...}}, ...]}`` or
 ``{"no_call": "<short reason>"}``.
 
@@ -77,11 +79,23 @@ def system_prompt(task: ToolTask) -> str:
     return f"{_HEAD.format(functions=_listing(task))}\n\n{_FORMS}\n{_TAIL}"
 
 
+_AGENT_HEAD = """\
+You are a function-calling assistant. The functions you can call are the tools listed \
+below, each with its arguments' JSON schema."""
+
+_AGENT_TAIL = (
+    "Use only the tools and the arguments listed below, with values taken from the request."
+)
+
+
 def agent_instructions(task: ToolTask) -> str:
-    """The shared prompt as an agent's instructions: the same functions and rules, with the
-    one-answer forms replaced by the step-by-step ones (an agent makes one call a reply and
-    answers in its own reply format)."""
-    return f"{_HEAD.format(functions=_listing(task))}\n\n{_STEP_FORMS}\n{_TAIL}"
+    """The shared prompt as an agent's instructions: the same rules, with the one-answer
+    forms replaced by the step-by-step ones (an agent makes one call a reply and answers
+    in its own reply format), and without the listing of the functions: the agent lists
+    its tools itself (name, description, arguments schema), so listing them here too would
+    send every function twice."""
+    del task  # the same words for every task: its functions come in the agent's listing
+    return f"{_AGENT_HEAD}\n\n{_STEP_FORMS}\n{_AGENT_TAIL}"
 
 
 def task_request(task: ToolTask) -> str:

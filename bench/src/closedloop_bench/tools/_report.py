@@ -7,6 +7,13 @@ tokens in and out and wall seconds per task. On the plane each strategy × model
 point (all families together); the frontier of fixed settings joins the fixed points that
 no other fixed point beats on both success and cost (a Pareto frontier), so a strategy
 that adapts shows whether it sits on, above or below what fixed settings can buy.
+
+Two counts say how a strategy failed or what it wasted. ``halted_no_answer``: the runs
+that ended with no call and no answer (a halt, a model error), which fail on every family,
+irrelevance included. ``idle_calls``: for the agent rows, the model calls of the steps
+that executed nothing (a refused proposal, a refused repeat, a final answer with no
+call), from the step records each of their results keeps; :func:`idle_on_one_call` sums
+it over the one-call families, where the ideal is none.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 
 from closedloop_bench.benchmarks import wilson_interval
 
-from ._format import FAMILIES, ToolTask
+from ._format import FAMILIES, ONE_CALL_FAMILIES, ToolTask
 from ._score import TaskScore
 from ._strategies import Attempt
 
@@ -30,6 +37,7 @@ __all__ = [
     "TaskResult",
     "ToolsReport",
     "fixed_frontier",
+    "idle_on_one_call",
     "plot_plane",
     "read_report",
     "render_table",
@@ -46,7 +54,9 @@ ALL = "all"
 
 @dataclass(frozen=True, slots=True)
 class TaskResult:
-    """One task under one strategy and one model."""
+    """One task under one strategy and one model; an agent's keeps its halt, its compacted
+    step records (``steps``: e, u, confidence, actuators, the call and whether it ran) and
+    the model calls that executed nothing (``idle_calls``; None for the one-call rows)."""
 
     task_id: str
     family: str
@@ -62,11 +72,16 @@ class TaskResult:
     tokens_out: int
     wall_s: float
     error: str | None
+    halted_no_answer: bool = False
+    halt: str | None = None
+    idle_calls: int | None = None
+    steps: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(
         cls, task: ToolTask, strategy: str, model: str, attempt: Attempt, verdict: TaskScore
     ) -> TaskResult:
+        steps = attempt.extra.get("steps")
         return cls(
             task_id=task.id,
             family=task.family,
@@ -82,6 +97,10 @@ class TaskResult:
             tokens_out=attempt.tokens_out,
             wall_s=round(attempt.wall_s, 4),
             error=attempt.error,
+            halted_no_answer=not attempt.calls and not attempt.answered,
+            halt=attempt.extra.get("halt"),
+            idle_calls=attempt.extra.get("idle_calls"),
+            steps=() if steps is None else tuple(steps),
         )
 
 
@@ -102,6 +121,8 @@ class Cell:
     tokens_out: float
     wall_s: float
     errors: int
+    halted_no_answer: int = 0
+    idle_calls: int | None = None
 
     @property
     def tokens(self) -> float:
@@ -161,7 +182,34 @@ def _cell(strategy: str, model: str, family: str, rows: Sequence[TaskResult]) ->
         tokens_out=_mean([r.tokens_out for r in rows]),
         wall_s=_mean([r.wall_s for r in rows]),
         errors=sum(r.error is not None for r in rows),
+        halted_no_answer=sum(r.halted_no_answer for r in rows),
+        idle_calls=_total_idle(rows),
     )
+
+
+def _total_idle(rows: Sequence[TaskResult]) -> int | None:
+    known = [r.idle_calls for r in rows if r.idle_calls is not None]
+    return sum(known) if known else None
+
+
+def idle_on_one_call(report: ToolsReport) -> list[tuple[str, str, int, int]]:
+    """``(strategy, model, idle, calls)`` for every row with step records: the model
+    calls that executed nothing on the one-call families, of all its model calls there."""
+    out: list[tuple[str, str, int, int]] = []
+    for strategy in report.strategies:
+        for model in report.models:
+            rows = [
+                r
+                for r in report.results
+                if r.strategy == strategy
+                and r.model == model
+                and r.family in ONE_CALL_FAMILIES
+                and r.idle_calls is not None
+            ]
+            if rows:
+                idle = sum(r.idle_calls or 0 for r in rows)
+                out.append((strategy, model, idle, sum(r.model_calls for r in rows)))
+    return out
 
 
 def summarise(
@@ -209,7 +257,10 @@ def read_report(path: str | Path) -> ToolsReport:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("benchmark") != "tools" or data.get("schema") != REPORT_SCHEMA:
         raise ValueError(f"path={str(path)!r}: not a tool-calling report of schema {REPORT_SCHEMA}")
-    results = tuple(TaskResult(**{**r, "calls": tuple(r["calls"])}) for r in data["results"])
+    results = tuple(
+        TaskResult(**{**r, "calls": tuple(r["calls"]), "steps": tuple(r.get("steps", ()))})
+        for r in data["results"]
+    )
     return ToolsReport(
         source=data["source"],
         models=tuple(data["models"]),
@@ -222,7 +273,9 @@ def read_report(path: str | Path) -> ToolsReport:
 
 
 def render_table(report: ToolsReport) -> str:
-    """The cells as a plain-text table (rich), one row per strategy × model × family."""
+    """The cells as a plain-text table (rich), one row per strategy × model × family;
+    ``halted``: runs with no call and no answer, ``idle``: model calls that executed
+    nothing (agent rows)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -238,6 +291,8 @@ def render_table(report: ToolsReport) -> str:
         "tok in",
         "tok out",
         "s/task",
+        "halted",
+        "idle",
     ):
         table.add_column(
             column, justify="left" if column in ("strategy", "model", "family") else "right"
@@ -254,10 +309,12 @@ def render_table(report: ToolsReport) -> str:
             f"{c.tokens_in:.0f}",
             f"{c.tokens_out:.0f}",
             f"{c.wall_s:.2f}",
+            str(c.halted_no_answer),
+            "–" if c.idle_calls is None else str(c.idle_calls),
             end_section=c.family == ALL,
         )
     buffer = io.StringIO()
-    Console(width=120, file=buffer, color_system=None).print(table)
+    Console(width=140, file=buffer, color_system=None).print(table)
     return buffer.getvalue()
 
 

@@ -105,7 +105,9 @@ async def run_tools_bench(
                     state = attempt.env_state
                     if state is None and task.env is not None:
                         state = replay(task, attempt.calls)[0]
-                    verdict = score(task, attempt.calls, attempt.final_text, state)
+                    verdict = score(
+                        task, attempt.calls, attempt.final_text, state, answered=attempt.answered
+                    )
                     results.append(TaskResult.of(task, strategy.name, label, attempt, verdict))
                     advance(f"{strategy.name} · {label}")
     meta: dict[str, Any] = {"tasks_offered": len(tasks), "tasks_run": ran}

@@ -6,6 +6,12 @@ matters; for ``order: "sequence"`` the matched calls must also come in the liste
 A call that matches no expected call is *wrong* when it names a function an unmatched
 expected call names (right function, wrong arguments) and *extra* otherwise. Read-only
 calls of a stateful environment are neither: looking before acting is allowed.
+
+On an irrelevance task the right answer is an answer with no call: words, a no-call
+reason, even prose that is not JSON (as in BFCL's irrelevance category). A run that
+halted with no answer and no call (a step limit, a stop for no progress, a model error)
+made no call too, but it answered nothing: it fails, and the report counts it apart
+(``halted_no_answer``), so a loop that gives up is not scored as one that declined.
 """
 
 from __future__ import annotations
@@ -172,12 +178,17 @@ def score(
     calls: Sequence[Call],
     final_text: str = "",
     env_state: Mapping[str, Any] | None = None,
+    *,
+    answered: bool = True,
 ) -> TaskScore:
     """Check one answer: its ``calls``, its ``final_text`` (kept for checkers of answers in
     words; the built-in families judge calls and state only) and, for a stateful task, the
-    environment's state after the calls (replayed from ``calls`` when None)."""
+    environment's state after the calls (replayed from ``calls`` when None). ``answered``
+    is False when the strategy ended with no answer at all (see the module docstring)."""
     del final_text  # No built-in family grades the words of an answer.
     if task.expected.no_call:
+        if not calls and not answered:
+            return TaskScore(task.id, False, "halted with no answer (no call, but no answer)")
         if not calls:
             return TaskScore(task.id, True, "no call, as expected")
         names = ", ".join(c.name for c in calls)

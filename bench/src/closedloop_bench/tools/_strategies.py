@@ -59,7 +59,8 @@ class Attempt:
 
     ``env_state`` is the toy API's state when the strategy ran the calls itself (an agent);
     None lets the runner replay ``calls`` on a fresh environment (the same thing, since the
-    toy APIs are deterministic). ``error`` says why no usable answer came back.
+    toy APIs are deterministic). ``error`` says why no usable answer came back. An agent's
+    ``extra`` holds its halt and its compacted step records (``steps``).
     """
 
     calls: tuple[Call, ...] = ()
@@ -71,6 +72,12 @@ class Attempt:
     error: str | None = None
     env_state: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> bool:
+        """Whether an answer came back: one with no error, or any words (a reply in prose
+        is an answer, a halt or a model error with nothing said is not)."""
+        return self.error is None or bool(self.final_text.strip())
 
 
 @runtime_checkable

@@ -159,9 +159,9 @@ async def read_task(
     return Reading(task.id, task.family, verdict, sensors, clock() - started)
 
 
-def _summary(readings: Sequence[Reading]) -> dict[str, Any]:
+def _summary(readings: Sequence[Reading], sensors: Sequence[str] = SENSORS) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(readings), "success": sum(r.success for r in readings)}
-    for name in SENSORS:
+    for name in sensors:
         pairs = [(r.sensors[name], r.success) for r in readings if r.sensors.get(name) is not None]
         probs = [float(s) for s, _ in pairs if s is not None]
         labels = [y for _, y in pairs]
@@ -176,14 +176,20 @@ def _summary(readings: Sequence[Reading]) -> dict[str, Any]:
     return out
 
 
-def calibration_report(model: str, readings: Sequence[Reading], **meta: Any) -> dict[str, Any]:
-    """AUROC and ECE of each sensor, overall and per task family, with the readings."""
+def calibration_report(
+    model: str, readings: Sequence[Reading], sensors: Sequence[str] = SENSORS, **meta: Any
+) -> dict[str, Any]:
+    """AUROC and ECE of each sensor (by name in the readings), overall and per task family,
+    with the readings."""
     families = sorted({r.family for r in readings})
     return {
         "model": model,
         **meta,
-        "overall": _summary(readings),
-        "families": {f: _summary([r for r in readings if r.family == f]) for f in families},
+        "sensors": list(sensors),
+        "overall": _summary(readings, sensors),
+        "families": {
+            f: _summary([r for r in readings if r.family == f], sensors) for f in families
+        },
         "readings": [r.as_dict() for r in readings],
     }
 
@@ -197,7 +203,7 @@ def plot_reliability(report: Mapping[str, Any], path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 5))
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="calibrated")
-    for name in SENSORS:
+    for name in report.get("sensors", SENSORS):
         bins = report["overall"][name]["reliability"]
         if bins:
             area = report["overall"][name]["auroc"]

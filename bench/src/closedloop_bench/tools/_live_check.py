@@ -1,0 +1,142 @@
+"""The live check of the replay: the real strategies run live on the first tasks of the
+interleaved order, set beside the replay's intervals on the same tasks.
+
+The constrained single call (``strict``) and ``votes@3`` run through the benchmark's own
+runner and strategies (``run_tools_bench``), not the replay; the replay of the same
+names (``single``, ``votes@3``) comes from the bank. The check passes for a strategy when
+the live success rate lies inside the replay's 95 % Wilson interval and the live mean
+seconds inside the replay's bootstrap interval of mean seconds. Where the live strategy
+is not the one the bank samples (the live vote samples with no grammar, every sample at
+the vote temperature), the report says so beside the numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from closedloop import ConfigurationError
+from closedloop.models import allow_real_model_calls
+
+from ._command import interleave
+from ._fixed import VOTE_TEMPERATURE
+from ._plane import Row, mcnemar_exact, plane_report
+from ._replay import Record, Votes
+from ._replay_command import _tasks_by_id, load_records
+from ._report import ToolsReport
+from ._runner import ToolsConfig, run_tools_bench
+from ._strategies import DEFAULT_MAX_TOKENS
+
+__all__ = ["LIVE_PAIRS", "live_check"]
+
+LIVE_PAIRS = (("strict", Votes(1)), ("votes@3", Votes(3)))
+"""Each live strategy and the replayed strategy it is checked against."""
+
+
+def _spec(model: str) -> str:
+    return model if ":" in model else f"local:{model}"
+
+
+def _live_rows(report: ToolsReport, tasks: Sequence[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for live, _ in LIVE_PAIRS:
+        mine = {r.task_id: r for r in report.results if r.strategy == live}
+        rows = [mine[t] for t in tasks if t in mine]
+        n = len(rows)
+        out[live] = {
+            "n": n,
+            "success": sum(r.success for r in rows),
+            "success_rate": sum(r.success for r in rows) / n if n else None,
+            "mean_seconds": sum(r.wall_s for r in rows) / n if n else None,
+            "mean_calls": sum(r.model_calls for r in rows) / n if n else None,
+            "verdicts": {r.task_id: r.success for r in rows},
+        }
+    return out
+
+
+def _inside(value: float | None, interval: Sequence[float]) -> bool | None:
+    return None if value is None else interval[0] <= value <= interval[1]
+
+
+def compare(
+    live: Mapping[str, Mapping[str, Any]], records: Sequence[Record], header: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each live strategy against its replay on the same tasks."""
+    rows = [
+        Row(replayed.name, records[0].model, "fixed", tuple(replayed.replay([r]) for r in records))
+        for _, replayed in LIVE_PAIRS
+    ]
+    plane = plane_report(rows, f"{records[0].model} · single")
+    stats = {s["name"]: s for s in plane["rows"]}
+    out: dict[str, Any] = {}
+    for (name, replayed), row in zip(LIVE_PAIRS, rows, strict=True):
+        s, got = stats[replayed.name], live[name]
+        verdicts = got["verdicts"]
+        paired = [o for o in row.outcomes if o.task_id in verdicts]
+        out[name] = {
+            "replayed_as": replayed.name,
+            "live": {k: v for k, v in got.items() if k != "verdicts"},
+            "replay": {
+                key: s[key]
+                for key in ("n", "success", "success_rate", "success_ci", "mean_seconds")
+            }
+            | {"mean_seconds_ci": s["mean_seconds_ci"], "mean_calls": s["mean_calls"]},
+            "success_inside": _inside(got["success_rate"], s["success_ci"]),
+            "seconds_inside": _inside(got["mean_seconds"], s["mean_seconds_ci"]),
+            "per_task_agreement": mcnemar_exact(
+                [verdicts[o.task_id] for o in paired], [o.success for o in paired]
+            ),
+        }
+    out["votes@3"]["differs"] = (
+        f"the live vote samples with no grammar, all 3 at temperature {VOTE_TEMPERATURE}; "
+        f"the bank's vote is the strict call, sample 0 "
+        f"greedy, the rest at {header.get('temperature')}"
+    )
+    out["strict"]["differs"] = (
+        f"live max_tokens {DEFAULT_MAX_TOKENS}, the bank's {header.get('max_tokens')}"
+        if header.get("max_tokens") != DEFAULT_MAX_TOKENS
+        else None
+    )
+    return out
+
+
+def live_check(
+    model: str,
+    bank: Path,
+    tasks_path: Path,
+    *,
+    limit: int = 60,
+    threads: int | None = None,
+    command: str = "",
+) -> dict[str, Any]:
+    """Run the live strategies on the first ``limit`` tasks and compare with the bank."""
+    if limit < 1:
+        raise ConfigurationError("--limit", limit, "must be at least 1")
+    header, records = load_records(bank, tasks_path)
+    by_id = _tasks_by_id(tasks_path.resolve())
+    tasks = interleave(list(by_id.values()))[:limit]
+    have = {r.task_id: r for r in records}
+    missing = [t.id for t in tasks if t.id not in have]
+    if missing:
+        raise ConfigurationError(
+            "bank", str(bank), f"lacks {len(missing)} of the first {limit} tasks ({missing[0]})"
+        )
+    config = ToolsConfig(
+        models=[_spec(model)],
+        strategies=[name for name, _ in LIVE_PAIRS],
+        source=f"{tasks_path.stem} (first {limit})",
+        model_options={} if threads is None else {"n_threads": threads},
+    )
+    with allow_real_model_calls():
+        report = asyncio.run(run_tools_bench(tasks, config))
+    ids = [t.id for t in tasks]
+    live = _live_rows(report, ids)
+    return {
+        "command": command,
+        "model": model,
+        "bank": str(bank),
+        "n": len(tasks),
+        "strategies": compare(live, [have[i] for i in ids], header),
+    }

@@ -178,7 +178,9 @@ async def record_bank(
             max_tokens=int(header["max_tokens"]),
             clock=clock,
         )
-        _append(path, row)
+        # Threads change only the seconds; each line keeps its own, as a resumed run
+        # may use another count than the header's.
+        _append(path, {**row, "threads": header.get("threads")})
         count += 1
         if progress is not None:
             progress(count, row)

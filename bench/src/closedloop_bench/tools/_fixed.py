@@ -5,6 +5,9 @@
 - ``votes@k``: ``k`` samples of the answer at a raised temperature and a majority vote on
   the normalised calls (self-consistency, Wang et al. 2023); samples that fail the
   validator do not vote unless all fail;
+- ``svotes@k``: ``k`` samples of the ``strict`` call (the first greedy, the rest at the
+  vote temperature) and a majority vote on their calls: the vote a sample bank records,
+  so a replay of the bank's votes can be checked live;
 - ``strong``: the ``strict`` call on the strongest model of the run (the last of
   ``--models``, which are listed weakest first, as a ladder is).
 
@@ -25,10 +28,16 @@ from closedloop import ConfigurationError
 from closedloop.models import Message, Model, ModelRequest
 
 from ._format import ToolTask
-from ._prompt import ParsedReply, build_messages, parse_reply
+from ._prompt import (
+    ParsedReply,
+    build_messages,
+    parse_reply,
+    reply_from_value,
+    strict_schema,
+)
 from ._strategies import DEFAULT_MAX_TOKENS, Attempt, Strict, register_family, register_strategy
 
-__all__ = ["VOTE_TEMPERATURE", "ReAsk", "Votes", "check_reply", "strong"]
+__all__ = ["VOTE_TEMPERATURE", "ReAsk", "StrictVotes", "Votes", "check_reply", "strong"]
 
 VOTE_TEMPERATURE = 0.7
 """The sampling temperature of the votes: high enough that samples differ."""
@@ -158,6 +167,68 @@ class Votes:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class StrictVotes:
+    """``k`` samples of the constrained call, the first greedy, and a majority vote.
+
+    A sample that does not parse votes for nothing; ties go to the earlier sample, so with
+    no majority the greedy call stands (as the sample bank's replay decides)."""
+
+    k: int = 3
+    temperature: float = VOTE_TEMPERATURE
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    clock: Callable[[], float] = time.perf_counter
+    fixed: bool = True
+
+    def __post_init__(self) -> None:
+        _count("svotes", "the vote count k", self.k)
+
+    @property
+    def name(self) -> str:
+        return f"svotes@{self.k}"
+
+    async def solve(self, task: ToolTask, model: Model) -> Attempt:
+        started = self.clock()
+        messages, schema = build_messages(task), strict_schema(task)
+        replies: list[ParsedReply] = []
+        tokens_in = tokens_out = 0
+        for index in range(self.k):
+            request = ModelRequest(
+                max_tokens=self.max_tokens,
+                temperature=0.0 if index == 0 else self.temperature,
+                seed=index,
+                response_schema=schema,
+            )
+            completion = await model.complete(messages, request)
+            tokens_in += completion.usage.prompt_tokens
+            tokens_out += completion.usage.completion_tokens
+            parsed = completion.parsed
+            replies.append(
+                reply_from_value(parsed) if parsed is not None else parse_reply(completion.text)
+            )
+        keys = [None if r.error is not None else _key(r) for r in replies]
+        counts: dict[str, int] = {}
+        for key in keys:
+            if key is not None:
+                counts[key] = counts.get(key, 0) + 1
+        chosen = replies[0]
+        if counts:
+            top = max(counts.values())
+            chosen = next(
+                r for r, key in zip(replies, keys, strict=True) if key and counts[key] == top
+            )
+        return Attempt(
+            calls=chosen.calls,
+            final_text=chosen.text,
+            model_calls=self.k,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            wall_s=max(0.0, self.clock() - started),
+            error=chosen.error,
+            extra={"votes": max(counts.values(), default=0), "samples": self.k},
+        )
+
+
 def strong() -> Strict:
     """``strict`` on the strongest model of the run (see the module docstring)."""
     return Strict(name="strong", runs_on="strongest")
@@ -165,4 +236,5 @@ def strong() -> Strict:
 
 register_family("reask", ReAsk)
 register_family("votes", Votes)
+register_family("svotes", StrictVotes)
 register_strategy("strong", strong)

@@ -118,3 +118,32 @@ def test_the_replay_command_writes_the_three_reports(
         assert (out / png).stat().st_size > 1000
     assert "plane:" in capsys.readouterr().out
     assert module.main(["--bank", str(tmp_path / "missing.jsonl.gz"), "--out-dir", str(out)]) == 2
+
+
+def test_a_bank_recorded_further_gets_its_own_plane_on_all_its_tasks(tmp_path: Path) -> None:
+    from closedloop_bench.tools._generate import DATA_DIR
+    from closedloop_bench.tools._replay_command import ReplayOptions, run_replay
+
+    from .conftest import (
+        STRONG_SECONDS,
+        SYNTHETIC_STRONG,
+        SYNTHETIC_WEAK,
+        WEAK_SECONDS,
+        write_synthetic_bank,
+    )
+
+    strong = write_synthetic_bank(
+        tmp_path / "q.jsonl.gz", "qwen2.5-coder-0.5b", SYNTHETIC_STRONG, STRONG_SECONDS
+    )
+    weak = write_synthetic_bank(
+        tmp_path / "s.jsonl.gz", "smollm2-135m", SYNTHETIC_WEAK[:3], WEAK_SECONDS
+    )
+    out = tmp_path / "out"
+    options = ReplayOptions(
+        bank=strong, weak_bank=weak, tasks=DATA_DIR / "eval.jsonl", out_dir=out, command="x"
+    )
+    paths = run_replay(options, say=lambda _: None)
+    assert json.loads((out / "plane.json").read_text())["n"] == 3
+    own = json.loads(paths["plane_qwen2.5-coder-0.5b"].read_text())
+    assert own["n"] == 5 and {r["model"] for r in own["rows"]} == {"qwen2.5-coder-0.5b"}
+    assert "plane_smollm2-135m" not in paths

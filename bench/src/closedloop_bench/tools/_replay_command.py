@@ -216,6 +216,15 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
     plane["targets"] = plane_targets(plane)
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
+    # The two-model plane holds only the tasks both banks share; each bank's own plane
+    # holds every task it has, so a bank recorded further is judged on all of it.
+    for records in (strong, weak or []):
+        if records and len(records) > plane["n"]:
+            model = records[0].model
+            own = {**meta, **plane_report(plane_rows(records, None), f"{model} · single")}
+            own["targets"] = plane_targets(own)
+            paths[f"plane_{model}"] = _write(out / f"plane-{model}.json", own)
+            paths[f"plane_png_{model}"] = plot_plane(own, out / f"plane-{model}.png")
     stream = {**meta, **stream_report(strong, weak, options.alpha, options.window)}
     paths["stream"] = _write(out / "stream.json", stream)
     paths["stream_png"] = plot_stream(stream, out / "stream.png")

@@ -267,6 +267,8 @@ class _ErrorDrivenSession:
         return Choice(v.index, feedback, action, f"{why}; {how}")
 
     def observe(self, problem: ProblemView, choice: Choice) -> None:
+        if problem.history and problem.history[-1].error is not None:
+            return  # a failed call (or a replay's miss) says nothing about the action
         self.tried[choice.action] = self.tried.get(choice.action, 0) + 1
         if problem.dV is not None and problem.dV < 0:
             self.improved[choice.action] = self.improved.get(choice.action, 0) + 1

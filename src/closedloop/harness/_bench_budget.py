@@ -117,12 +117,20 @@ class BudgetReport:
     evaluator_calls: int = 0
     wall_s: float = 0.0
 
+    def comparison_cost(self, unit: Unit) -> int:
+        """Where policies are compared in ``unit``: the budget's total when the budget is
+        in that unit (a policy that left some unspent is read at its end), else the most
+        that every policy spent."""
+        total = self.config.generations if unit == "generations" else self.config.tokens
+        return total if total is not None else common_cost(list(self.runs.values()), unit)
+
     def comparisons(self, unit: Unit) -> list[dict[str, Any]]:
-        """Each allocator against each other policy at the cost all of them reached."""
+        """Each allocator against each other policy, paired per problem, at
+        :meth:`comparison_cost`."""
         runs = list(self.runs.values())
         if len(runs) < 2:
             return []
-        cost = common_cost(runs, unit)
+        cost = self.comparison_cost(unit)
         ours = [r for r in runs if r.policy.startswith("allocator")] or runs[-1:]
         return [
             compare_at(a, b, cost, unit).model_dump()

@@ -132,6 +132,13 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
             str(s["returned_regressed"]),
         )
     console.print(table)
+    missed = sum(run.misses for run in report.runs.values())
+    if missed:
+        console.print(
+            f"{missed} generation(s) were not in the cache: each is a failed round here, so "
+            "a policy with misses is read at a lower bound; the same command without "
+            "--cache-only (and with the same --cache) makes them."
+        )
     units: tuple[Unit, ...] = ("generations", "tokens")
     for unit in units:
         for c in report.comparisons(unit):

@@ -267,8 +267,9 @@ class _ErrorDrivenSession:
         return Choice(v.index, feedback, action, f"{why}; {how}")
 
     def observe(self, problem: ProblemView, choice: Choice) -> None:
-        if problem.history and problem.history[-1].error is not None:
-            return  # a failed call (or a replay's miss) says nothing about the action
+        # A failed call counts as a round that did not lower V, as the batch saw it; in a
+        # cache-only replay a miss is such a round, which keeps the replay's choices on
+        # what the replay can observe.
         self.tried[choice.action] = self.tried.get(choice.action, 0) + 1
         if problem.dV is not None and problem.dV < 0:
             self.improved[choice.action] = self.improved.get(choice.action, 0) + 1

@@ -32,8 +32,9 @@ def plot_cost_curves(report: BudgetReport, out: Path) -> Path:
     plt = _pyplot()
     fig, (by_tokens, by_gens) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for name, run in report.runs.items():
-        curve = cost_curve(run)
         n = max(1, len(run.results))
+        # Round 1 is the same for every policy: the curves start where it ends.
+        curve = cost_curve(run)[n - 1 :]
         share = [p.solved / n for p in curve]
         low = [p.solved_low for p in curve]
         high = [p.solved_high for p in curve]
@@ -45,7 +46,7 @@ def plot_cost_curves(report: BudgetReport, out: Path) -> Path:
             ax.fill_between(xs, low, high, step="post", alpha=0.08, color=line.get_color())
     by_tokens.set_xlabel("cumulative tokens (prompt + completion)")
     by_gens.set_xlabel("cumulative generations")
-    by_tokens.set_ylabel("share of problems solved (returned program)")
+    by_tokens.set_ylabel("share solved (returned program), after round 1")
     for ax in (by_tokens, by_gens):
         ax.grid(alpha=0.3)
     by_gens.legend(fontsize=8, loc="lower right")
@@ -74,11 +75,14 @@ def error_trends(report: BudgetReport, policy: str) -> list[tuple[str, float, in
 
 
 def plot_allocation(report: BudgetReport, out: Path) -> Path:
-    """``allocation.png``: for each allocator, rounds given to a problem against the trend
-    of its error (mean change of ``V`` per round; negative: falling)."""
+    """``allocation.png``: for each allocator (and resample-until-pass, for contrast),
+    rounds given to a problem against the trend of its error (mean change of ``V`` per
+    round; negative: falling)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     names = [n for n in report.runs if n.startswith("allocator")] or list(report.runs)[-1:]
+    # For contrast, the baseline that spreads leftover rounds without reading the error.
+    names += [n for n in report.runs if n.startswith("resample_until_pass")][:1]
     for name in names:
         trends = error_trends(report, name)
         ax.scatter(

@@ -133,8 +133,9 @@ def compare_at(a: BudgetRun, b: BudgetRun, cost: float, unit: Unit = "tokens") -
         only_a=sum(1 for k in sa if sa[k] and not sb[k]),
         only_b=sum(1 for k in sa if sb[k] and not sa[k]),
         points=100.0 * mean,
-        low=100.0 * (mean - half),
-        high=100.0 * (mean + half),
+        # A difference of shares lies in [-100, 100] points whatever a small sample says.
+        low=max(-100.0, 100.0 * (mean - half)),
+        high=min(100.0, 100.0 * (mean + half)),
     )
 
 

@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from closedloop import ConfigurationError, ModelError
 from closedloop.harness import (
@@ -314,3 +316,40 @@ async def test_cache_only_needs_a_cache_and_says_what_it_missed() -> None:
     gen = ModelGenerator(table_model(never), cache={}, cache_only=True)
     with pytest.raises(ModelError, match=CACHE_MISS):
         await gen([Message(role="user", content="hi")], seed=0, entry_point=None)
+
+
+# --- properties over random batches -----------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    problems=st.integers(1, 5),
+    extra=st.integers(0, 12),
+    table_seed=st.integers(0, 10**6),
+    which=st.integers(0, len(POLICIES) - 1),
+)
+async def test_any_batch_spends_at_most_its_total_and_returns_its_best(
+    problems: int, extra: int, table_seed: int, which: int
+) -> None:
+    rng = random.Random(table_seed)
+    table = {(p, s): rng.randint(0, 4) for p in range(problems) for s in range(64)}
+
+    def passes(problem: int, seed: int | None, t: float | None, k: int) -> int:
+        return table[(problem, (seed or 0) % 64)]
+
+    gen = ModelGenerator(table_model(passes), temperature=0.2)
+    total = problems + extra
+    run = await run_budgeted(
+        tasks(problems),
+        gen,
+        POLICIES[which],
+        Budget(generations=total),
+        evaluator=ScriptedEvaluator(),
+    )
+    assert run.generations <= total
+    unsolved = [r for r in run.results if r.best_score < 1.0]
+    if unsolved and POLICIES[which].name.startswith(("resample", "allocator")):
+        assert run.generations == total  # a policy that moves budget spends all of it
+    assert run.returned_regressed == 0
+    for r in run.results:
+        assert r.best_score == max(x.score or 0.0 for x in r.rounds)

@@ -22,19 +22,23 @@ from closedloop.harness import (
     CheckResult,
     Evaluation,
     EvaluationStatus,
+    ModelGenerator,
     RefinementResult,
+    Refiner,
     compare_at,
     cost_curve,
+    focused_feedback,
     policy_from_spec,
     render_budget_report,
     run_budget_bench,
+    stop_after_rounds,
 )
 from closedloop.harness._curves import wilson
 from closedloop.harness._prompts import focused_lines
 from closedloop.models import CallInfo, FunctionModel, Message
 
 from . import solutions
-from .conftest import ADD_TASK, fenced
+from .conftest import ADD_TASK, ScriptedEvaluator, fenced, score_task
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = {
@@ -267,3 +271,32 @@ def test_focused_feedback_shows_the_smallest_failure_its_line_and_a_diff() -> No
     raised = Evaluation(status=EvaluationStatus.FAILED, reason="", checks=(checks[0], checks[3]))
     assert "It fails at line 2: `return a - b`" in "\n".join(focused_lines(raised, ADD_TASK, best))
     assert not any("diff" in line for line in focused_lines(ev, ADD_TASK, best, best))
+
+
+async def test_the_focused_strategy_edits_the_best_program_and_goes_fresh_on_a_repeat() -> None:
+    seen: list[tuple[Message, ...]] = []
+    answers = iter([2, 1, 1, 4])
+
+    def fn(messages: tuple[Message, ...], call: CallInfo) -> str:
+        seen.append(messages)
+        n = next(answers)
+        return fenced(f"# passes {n}\ndef f():\n    return {n if n != 1 else 'one'}\n")
+
+    refiner = Refiner(
+        ModelGenerator(FunctionModel(fn)),
+        ScriptedEvaluator(),
+        focused_feedback(),
+        stop=stop_after_rounds(4),
+        max_rounds=4,
+    )
+    result = await refiner.run(score_task(4))
+    assert result.best_score == 1.0
+    second, third, fourth = seen[1], seen[2], seen[3]
+    # Round 2 edits round 1's program: shown as the assistant's answer, one failing test.
+    assert second[2].role == "assistant" and "# passes 2" in second[2].content
+    assert "The smallest failing test (2 of 4 pass)" in second[-1].content
+    # Round 2 did worse: round 3 still edits the best, with a diff of what got worse.
+    assert "# passes 2" in third[2].content and "```diff" in third[-1].content
+    # Round 3 handed back round 2's program: round 4 asks afresh and shows no code.
+    assert len(fourth) == 2 and "from scratch" in fourth[-1].content
+    assert result.rounds[3].temperature == 0.6

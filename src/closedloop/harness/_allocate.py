@@ -76,6 +76,7 @@ class SpreadEvenly:
         return f"even:{self.strategy.name}"
 
     def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _EvenSession:
+        """A session over ``tasks`` with each problem's share of ``budget``."""
         n = len(tasks)
         quotas = None
         if budget.generations is not None:
@@ -139,6 +140,7 @@ class ResampleUntilPass:
         return "resample_until_pass" if t is None else f"resample_until_pass@{t:g}"
 
     def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _ResampleSession:
+        """A session over ``tasks``; the budget is the runner's to enforce."""
         return _ResampleSession(self.temperature, self.name)
 
 
@@ -222,6 +224,7 @@ class ErrorDriven:
         )
 
     def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _ErrorDrivenSession:
+        """A session over ``tasks``: per-action counts start at zero."""
         parsed = [_parse_action(a) for a in self.actions]
         return _ErrorDrivenSession(
             self.patience,

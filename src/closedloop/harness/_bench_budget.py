@@ -104,6 +104,7 @@ class BudgetBenchConfig:
             raise ConfigurationError("cache_only", True, "needs --cache, the file to replay")
 
     def budget(self) -> Budget:
+        """The total as a :class:`Budget`."""
         return Budget(generations=self.generations, tokens=self.tokens)
 
 
@@ -140,6 +141,7 @@ class BudgetReport:
         ]
 
     def summary(self, run: BudgetRun) -> dict[str, Any]:
+        """One policy's figures: spend, cache hits and misses, solved, returned regressions."""
         curve = cost_curve(run)
         last = curve[-1] if curve else None
         return {
@@ -156,6 +158,7 @@ class BudgetReport:
         }
 
     def to_json(self) -> dict[str, Any]:
+        """The whole report as a JSON-ready dict: config, summaries, curves, allocations."""
         cfg = self.config
         return {
             "config": {

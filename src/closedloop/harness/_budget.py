@@ -83,6 +83,7 @@ class Budget:
         )
 
     def describe(self) -> str:
+        """The total in words: ``492 generations``."""
         parts = [] if self.generations is None else [f"{self.generations} generations"]
         parts += [] if self.tokens is None else [f"{self.tokens} tokens"]
         return " or ".join(parts)
@@ -107,26 +108,32 @@ class ProblemView:
 
     @property
     def scores(self) -> tuple[float, ...]:
+        """Each round's pass rate (a failed call scores 0)."""
         return tuple(0.0 if r.score is None else r.score for r in self.history)
 
     @property
     def rounds(self) -> int:
+        """How many generations this problem has had."""
         return len(self.history)
 
     @property
     def best(self) -> float:
+        """The pass rate of the program the run would return now."""
         return max(self.scores, default=0.0)
 
     @property
     def solved(self) -> bool:
+        """Whether the best round met the target."""
         return self.best >= self.target - 1e-12
 
     @property
     def V(self) -> float:
+        """``½·(target − best)²``."""
         return 0.5 * max(0.0, self.target - self.best) ** 2
 
     @property
     def dV(self) -> float | None:
+        """The change of ``V`` over the latest round (None before a second round)."""
         if self.rounds < 2:
             return None
         before = max(self.scores[:-1])
@@ -134,6 +141,7 @@ class ProblemView:
 
     @property
     def stalled(self) -> int:
+        """Rounds since the best last improved."""
         scores = self.scores
         best_at = scores.index(max(scores)) if scores else 0
         return len(scores) - 1 - best_at
@@ -221,6 +229,7 @@ class BudgetRun(BaseModel):
 
     @property
     def solved(self) -> int:
+        """Problems whose returned program meets the target."""
         return sum(1 for r in self.results if r.best_score >= r.target - 1e-12)
 
     @property

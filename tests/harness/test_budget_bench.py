@@ -300,3 +300,25 @@ async def test_the_focused_strategy_edits_the_best_program_and_goes_fresh_on_a_r
     # Round 3 handed back round 2's program: round 4 asks afresh and shows no code.
     assert len(fourth) == 2 and "from scratch" in fourth[-1].content
     assert result.rounds[3].temperature == 0.6
+
+
+def test_cli_refine_with_a_budget_runs_the_budgeted_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from closedloop_bench.cli import _bench as cli_bench
+
+    seen: list[BudgetBenchConfig] = []
+
+    async def fake(config: BudgetBenchConfig, **kwargs: Any) -> None:
+        seen.append(config)
+        raise ConfigurationError("model", config.model, "not run in this test")
+
+    monkeypatch.setattr(cli_bench, "run_budget_bench", fake)
+    cache = tmp_path / "gens.sqlite"
+    args = ["refine", "--tasks", "humaneval", "--budget", "492", "--budget-tokens", "9000"]
+    args += ["--cache", str(cache), "--cache-only", "--policies", "allocator,even:pid"]
+    result = CliRunner().invoke(cli_bench.app, args)
+    assert isinstance(result.exception, ConfigurationError)
+    assert [(c.generations, c.tokens, c.cache_path, c.cache_only, c.policies) for c in seen] == [
+        (492, 9000, cache, True, ("allocator", "even:pid"))
+    ]

@@ -304,7 +304,46 @@ class _Run:
     async def step(
         self, problem: _Problem, feedback: Feedback | None, action: str, reason: str
     ) -> None:
-        k = len(problem.rounds) + 1
+        """Generate, test and record one round of ``problem``."""
+        rnd, miss = await self._round(problem, feedback)
+        if problem.monitor is None:
+            problem.monitor = LyapunovMonitor(target=problem.target)
+        score = rnd.score or 0.0
+        problem.verdict = problem.monitor.observe(min(score, problem.target))
+        rnd = rnd.model_copy(update={"V": problem.verdict.V, "dV": problem.verdict.dV})
+        problem.rounds.append(rnd)
+        problem.actions.append(action)
+        cost = rnd.prompt_tokens + rnd.completion_tokens
+        problem.tokens += cost
+        self.generations += 1
+        self.tokens += cost
+        view = problem.view()
+        self.records.append(
+            AllocationRecord(
+                step=self.generations,
+                problem=problem.task.name,
+                round=rnd.index,
+                action=action,
+                reason=reason,
+                temperature=rnd.temperature,
+                seed=rnd.seed,
+                score=score,
+                best=view.best,
+                V=view.V,
+                dV=view.dV,
+                prompt_tokens=rnd.prompt_tokens,
+                completion_tokens=rnd.completion_tokens,
+                generations=self.generations,
+                tokens=self.tokens,
+                cached=rnd.cached,
+                miss=miss,
+            )
+        )
+
+    async def _round(
+        self, problem: _Problem, feedback: Feedback | None
+    ) -> tuple[RefinementRound, bool]:
+        """(the round, whether it was a cache-only replay's miss)."""
         seed = self.seed_for(problem, feedback)
         messages = initial_messages(problem.task) if feedback is None else feedback.messages
         temperature = None if feedback is None else feedback.temperature
@@ -316,12 +355,11 @@ class _Run:
                 messages, seed=seed, entry_point=problem.task.entry_point, temperature=temperature
             )
         except ModelError as exc:
+            # A failed call is a failed round that still counts against the budget.
             error = f"{type(exc).__name__}: {exc}"
             miss = CACHE_MISS in str(exc)
-            code, text, cached, p_tok, c_tok = "", "", False, 0, 0
-            if miss:
-                p_tok, c_tok = _estimate_tokens(problem, messages)
-            gen_s = 0.0
+            code, text, cached, gen_s = "", "", False, 0.0
+            p_tok, c_tok = _estimate_tokens(problem, messages) if miss else (0, 0)
         else:
             code, text, cached = gen.code, gen.text, gen.cached
             p_tok, c_tok, gen_s = gen.prompt_tokens, gen.completion_tokens, gen.latency_s
@@ -331,7 +369,7 @@ class _Run:
         else:
             evaluation = not_run(problem.task, EvaluationStatus.NO_CODE, error)
         rnd = RefinementRound(
-            index=k,
+            index=len(problem.rounds) + 1,
             code=code,
             text=text,
             evaluation=evaluation,
@@ -348,37 +386,7 @@ class _Run:
             cached=cached,
             error=error,
         )
-        if problem.monitor is None:
-            problem.monitor = LyapunovMonitor(target=problem.target)
-        problem.verdict = problem.monitor.observe(min(evaluation.pass_rate, problem.target))
-        rnd = rnd.model_copy(update={"V": problem.verdict.V, "dV": problem.verdict.dV})
-        problem.rounds.append(rnd)
-        problem.actions.append(action)
-        problem.tokens += p_tok + c_tok
-        self.generations += 1
-        self.tokens += p_tok + c_tok
-        view = problem.view()
-        self.records.append(
-            AllocationRecord(
-                step=self.generations,
-                problem=problem.task.name,
-                round=k,
-                action=action,
-                reason=reason,
-                temperature=temperature,
-                seed=seed,
-                score=evaluation.pass_rate,
-                best=view.best,
-                V=view.V,
-                dV=view.dV,
-                prompt_tokens=p_tok,
-                completion_tokens=c_tok,
-                generations=self.generations,
-                tokens=self.tokens,
-                cached=cached,
-                miss=miss,
-            )
-        )
+        return rnd, miss
 
 
 def _estimate_tokens(problem: _Problem, messages: Sequence[object]) -> tuple[int, int]:

@@ -144,24 +144,23 @@ def refine(
         _explain(chosen, limit)
         return
     if budget is not None or budget_tokens is not None:
-        budgeted = BudgetBenchConfig(
-            tasks=chosen,
-            limit=limit,
-            policies=_csv(policies),
-            generations=budget,
-            tokens=budget_tokens,
-            model=model,
-            temperature=temperature,
-            seed=seed,
-            max_tokens=max_tokens,
-            out=out,
-            cache_path=cache,
-            cache_only=cache_only,
-            threads=threads,
+        _refine_budgeted(
+            BudgetBenchConfig(
+                tasks=chosen,
+                limit=limit,
+                policies=_csv(policies),
+                generations=budget,
+                tokens=budget_tokens,
+                model=model,
+                temperature=temperature,
+                seed=seed,
+                max_tokens=max_tokens,
+                out=out,
+                cache_path=cache,
+                cache_only=cache_only,
+                threads=threads,
+            )
         )
-        budget_report = asyncio.run(run_budget_bench(budgeted, progress=_say))
-        render_budget_report(budget_report, _out)
-        _out.print(f"results: {out / 'results.json'}, plots: {out}/pass_rate_vs_cost.png")
         return
     if cache_only:
         raise ConfigurationError("--cache-only", True, "replays a budgeted run: add --budget N")
@@ -190,6 +189,16 @@ def refine(
     report = asyncio.run(refine_on(config, executor, ray_address))
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+def _refine_budgeted(config: BudgetBenchConfig) -> None:
+    """``bench refine --budget``: the policies at one total, their tables and plots."""
+    report = asyncio.run(run_budget_bench(config, progress=_say))
+    render_budget_report(report, _out)
+    out = config.out
+    _out.print(
+        f"results: {out}/results.json, plots: {out}/pass_rate_vs_cost.png, {out}/allocation.png"
+    )
 
 
 def task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:

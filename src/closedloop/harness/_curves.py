@@ -18,8 +18,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ._budget import BudgetRun
+from ._results import RefinementResult
 
-__all__ = ["CurvePoint", "PairedComparison", "compare_at", "cost_curve", "solved_at", "wilson"]
+__all__ = [
+    "CurvePoint",
+    "PairedComparison",
+    "compare_at",
+    "cost_curve",
+    "round_curve",
+    "solved_at",
+    "wilson",
+]
 
 Z95 = 1.959963984540054
 Unit = Literal["tokens", "generations"]
@@ -142,3 +151,24 @@ def compare_at(a: BudgetRun, b: BudgetRun, cost: float, unit: Unit = "tokens") -
 def common_cost(runs: Sequence[BudgetRun], unit: Unit = "tokens") -> int:
     """The most every run has spent: where all curves can be read."""
     return min(r.tokens if unit == "tokens" else r.generations for r in runs)
+
+
+def round_curve(results: Sequence[RefinementResult], rounds: int) -> list[dict[str, float]]:
+    """A per-round run read at equal cost: after each round k, the generations and tokens
+    every problem had spent through round k, and the mean returned pass rate and solved
+    count then (a run that stopped early spends nothing more)."""
+    points: list[dict[str, float]] = []
+    for k in range(1, rounds + 1):
+        upto = [r.rounds[:k] for r in results]
+        best = [max((x.score for x in rs if x.score is not None), default=0.0) for rs in upto]
+        targets = [r.target for r in results]
+        points.append(
+            {
+                "round": k,
+                "generations": sum(len(rs) for rs in upto),
+                "tokens": sum(x.prompt_tokens + x.completion_tokens for rs in upto for x in rs),
+                "pass_rate": statistics.fmean(best) if best else 0.0,
+                "solved": sum(1 for b, t in zip(best, targets, strict=True) if b >= t - 1e-12),
+            }
+        )
+    return points

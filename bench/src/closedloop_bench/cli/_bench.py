@@ -67,7 +67,8 @@ def refine(
         typer.Option(
             help=(
                 "Comma-separated: blind_retry, blind_retry@T (rounds 2+ at temperature T), "
-                "self_refine, pid, pid_adaptive, pid_aggressive, auto; any with +intervalN."
+                "self_refine, pid, pid_adaptive, pid_aggressive, focused, auto; any with "
+                "+intervalN."
             )
         ),
     ] = "blind_retry,self_refine,pid,pid+interval2",

@@ -3,10 +3,14 @@
     .venv/bin/python bench/refine.py --tasks seed --rounds 3
     .venv/bin/python bench/refine.py --tasks humaneval --limit 20 --strategies self_refine,pid
     .venv/bin/python bench/refine.py --tasks examples/refine_tasks.jsonl
+    .venv/bin/python bench/refine.py --tasks humaneval --budget 492 --cache-only --cache FILE
 
 The same as ``closedloop bench refine``; the logic lives in ``closedloop.harness``
 (``BenchConfig``, ``run_refine_bench``, ``render_report``). Writes ``results.json`` and
 ``pass_rate_by_round.png`` under ``--out``. The loopgain column needs loopgain 0.6.5.
+With ``--budget N`` (generations) or ``--budget-tokens T`` the batch gets one total and
+``--policies`` spend it (``BudgetBenchConfig``, ``run_budget_bench``): ``results.json``,
+``pass_rate_vs_cost.png`` and ``allocation.png``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,15 @@ from pathlib import Path
 from rich.console import Console
 
 from closedloop import ClosedLoopError
-from closedloop.harness import BenchConfig, BenchReport, render_report
+from closedloop.harness import (
+    BenchConfig,
+    BenchReport,
+    BudgetBenchConfig,
+    render_budget_report,
+    render_report,
+    run_budget_bench,
+)
+from closedloop.harness._bench_budget import DEFAULT_POLICIES
 from closedloop_bench.cli._bench import refine_on, task_set
 
 
@@ -49,6 +61,7 @@ def parse_args(argv: list[str] | None) -> BenchConfig:
         help="K/N: only every N-th task from the K-th (processes sharing --cache split a run)",
     )
     _executor_options(parser)
+    _budget_options(parser)
     args = parser.parse_args(argv)
     shard = None
     if args.shard is not None:
@@ -70,6 +83,42 @@ def parse_args(argv: list[str] | None) -> BenchConfig:
         cache_path=args.cache,
         threads=args.threads,
         shard=shard,
+    )
+
+
+def _budget_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--budget", type=int, default=None, help="total generations for the whole batch"
+    )
+    parser.add_argument("--budget-tokens", type=int, default=None, help="total tokens")
+    parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
+    parser.add_argument(
+        "--cache-only", action="store_true", help="replay --cache; a miss is recorded, not made"
+    )
+
+
+def parse_budget(argv: list[str] | None) -> BudgetBenchConfig | None:
+    """The budgeted run ``argv`` asks for (``--budget``/``--budget-tokens``), or None."""
+    config = parse_args(argv)
+    parser = argparse.ArgumentParser(add_help=False)
+    _budget_options(parser)
+    args, _rest = parser.parse_known_args(argv)
+    if args.budget is None and args.budget_tokens is None:
+        return None
+    return BudgetBenchConfig(
+        tasks=config.tasks,
+        limit=config.limit,
+        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
+        generations=args.budget,
+        tokens=args.budget_tokens,
+        model=config.model,
+        temperature=config.temperature,
+        seed=config.seed,
+        max_tokens=config.max_tokens,
+        out=config.out,
+        cache_path=config.cache_path,
+        cache_only=args.cache_only,
+        threads=config.threads,
     )
 
 
@@ -96,13 +145,20 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    console = Console()
     try:
+        budgeted = parse_budget(argv)
+        if budgeted is not None:
+            budget_report = asyncio.run(run_budget_bench(budgeted, progress=print))
+            render_budget_report(
+                budget_report, console if console.is_terminal else Console(width=200)
+            )
+            return 0
         config = parse_args(argv)
         report = run(config, *parse_executor(argv))
     except ClosedLoopError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    console = Console()
     # Tables are wide; a pipe or CI log would otherwise fold them to 80 columns.
     render_report(report, console if console.is_terminal else Console(width=200))
     return 0

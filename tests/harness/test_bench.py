@@ -86,6 +86,15 @@ async def test_bench_writes_json_and_a_png(tmp_path: Path) -> None:
     assert data["config"]["strategies"] == ["self_refine", "pid"]
     assert [s["strategy"] for s in data["summaries"]] == ["self_refine", "pid"]
     assert len(data["runs"]["pid"]) == 2
+    # A per-token curve for each strategy: cumulative cost and pass rate after each round.
+    for name in ("self_refine", "pid"):
+        curve = data["curves"][name]
+        assert [p["round"] for p in curve] == [1, 2, 3]
+        tokens = [p["tokens"] for p in curve]
+        assert tokens == sorted(tokens) and tokens[-1] == sum(
+            r.prompt_tokens + r.completion_tokens for r in report.runs[name]
+        )
+        assert curve[-1]["pass_rate"] == pytest.approx(report.pass_rate_by_round(name)[-1])
     png = (tmp_path / "out" / "pass_rate_by_round.png").read_bytes()
     assert png.startswith(b"\x89PNG")
     console = Console(record=True, width=220)

@@ -6,8 +6,15 @@ subprocess) and reports a pass rate with got / expected per failing check. The
 strategy decides what the generator hears next: :func:`blind_retry`, :func:`self_refine`,
 :func:`pid_feedback` (intensity and sampling temperature set by a PID controller; with an
 :class:`IntensityMemory`, intensities measured to have no effect are skipped),
-:func:`interval` and :func:`auto`. Stop policies (:func:`stop_when_target_met`,
+:func:`interval`, :func:`auto` and :func:`focused_feedback` (one small failing case, its
+line, a diff against the best program). Stop policies (:func:`stop_when_target_met`,
 :func:`stop_on_lyapunov`, :func:`stop_on_fixed_point`, ...) combine with ``|``.
+
+A batch can also be refined under one total (:class:`Budget`, in generations or tokens):
+:func:`run_budgeted` asks a policy where each generation goes: :func:`spread_evenly`,
+:func:`resample_until_pass`, or :func:`error_driven`, the allocator driven by each
+problem's measured error; :func:`cost_curve` and :func:`compare_at` read the runs at
+equal cost, paired per problem.
 
 Tasks of your own come as a JSONL file in HumanEval's form (:func:`load_task_file`; a bad
 line raises :class:`TaskFileError` naming the line and the field); :func:`split_check`
@@ -26,9 +33,31 @@ turns each ``check(candidate)`` into one check per scenario by following its dat
 from __future__ import annotations
 
 from ._adaptive import IntensityMemory
+from ._allocate import (
+    ErrorDriven,
+    ResampleUntilPass,
+    SpreadEvenly,
+    error_driven,
+    resample_until_pass,
+    spread_evenly,
+)
 from ._auto import Auto, auto, strategy_from_spec
 from ._bench import BenchConfig, BenchReport, LoopGainStop, render_report, run_refine_bench
+from ._bench_budget import BudgetBenchConfig, BudgetReport, policy_from_spec, run_budget_bench
+from ._budget import (
+    AllocationRecord,
+    BatchPolicy,
+    BatchSession,
+    Budget,
+    BudgetRun,
+    Choice,
+    MemoEvaluator,
+    ProblemView,
+    run_budgeted,
+)
+from ._budget_report import render_budget_report
 from ._cache import GenerationCache, default_generation_cache_path
+from ._curves import CurvePoint, PairedComparison, compare_at, cost_curve
 from ._diagnosis import (
     Diagnosis,
     ModelDiagnoser,
@@ -38,6 +67,7 @@ from ._diagnosis import (
     should_use_pid,
 )
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
+from ._focused import FocusedFeedback, focused_feedback
 from ._generator import Generation, Generator, ModelGenerator, extract_code
 from ._humaneval import HumanEvalProblem, humaneval_data_path, load_humaneval, split_check
 from ._interval import Interval, interval
@@ -88,20 +118,31 @@ __all__ = [
     "SPIRAL_MATRIX",
     "SYSTEM_PROMPT",
     "TTL_CACHE",
+    "AllocationRecord",
     "AnyStop",
     "Auto",
+    "BatchPolicy",
+    "BatchSession",
     "BenchConfig",
     "BenchReport",
     "BlindRetry",
+    "Budget",
+    "BudgetBenchConfig",
+    "BudgetReport",
+    "BudgetRun",
     "Check",
     "CheckResult",
+    "Choice",
     "CodeTask",
+    "CurvePoint",
     "Diagnoser",
     "Diagnosis",
+    "ErrorDriven",
     "Evaluation",
     "EvaluationStatus",
     "Evaluator",
     "Feedback",
+    "FocusedFeedback",
     "Generation",
     "GenerationCache",
     "Generator",
@@ -109,17 +150,22 @@ __all__ = [
     "IntensityMemory",
     "Interval",
     "LoopGainStop",
+    "MemoEvaluator",
     "ModelDiagnoser",
     "ModelGenerator",
     "PIDFeedback",
+    "PairedComparison",
+    "ProblemView",
     "RefineState",
     "RefinementResult",
     "RefinementRound",
     "Refiner",
+    "ResampleUntilPass",
     "Sandbox",
     "SandboxEvaluator",
     "SandboxLimits",
     "SelfRefine",
+    "SpreadEvenly",
     "StopDecision",
     "StopReason",
     "Strategy",
@@ -130,11 +176,15 @@ __all__ = [
     "auto",
     "blind_retry",
     "choose_strategy",
+    "compare_at",
+    "cost_curve",
     "default_generation_cache_path",
     "describe_tasks",
     "diagnose",
     "empty_candidate",
+    "error_driven",
     "extract_code",
+    "focused_feedback",
     "humaneval_data_path",
     "initial_messages",
     "interval",
@@ -143,12 +193,18 @@ __all__ = [
     "load_verified_tasks",
     "not_run",
     "pid_feedback",
+    "policy_from_spec",
+    "render_budget_report",
     "render_report",
+    "resample_until_pass",
+    "run_budget_bench",
+    "run_budgeted",
     "run_refine_bench",
     "self_refine",
     "should_use_pid",
     "split_check",
     "split_statements",
+    "spread_evenly",
     "stop_after_rounds",
     "stop_on_fixed_point",
     "stop_on_lyapunov",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from .._exceptions import ConfigurationError
 from ._adaptive import IntensityMemory
 from ._diagnosis import choose_strategy
+from ._focused import focused_feedback
 from ._interval import interval
 from ._results import RefinementRound
 from ._strategies import (
@@ -95,6 +96,7 @@ _BASES: dict[str, Callable[[], Strategy]] = {
     "pid_aggressive": _aggressive,
     "pid_adaptive": _adaptive,
     "auto": auto,
+    "focused": focused_feedback,
 }
 
 

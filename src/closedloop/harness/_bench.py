@@ -31,6 +31,7 @@ from .._validation import require_int_at_least
 from ..models import Model, load_model
 from ._auto import strategy_from_spec
 from ._cache import GenerationCache
+from ._curves import round_curve
 from ._generator import Generation, ModelGenerator
 from ._humaneval import load_humaneval
 from ._refiner import Refiner, SandboxEvaluator
@@ -220,6 +221,8 @@ class BenchReport:
             "model_calls": self.model_calls,
             "cache_hits": self.cache_hits,
             "summaries": [self.summary(s) for s in self.runs],
+            # Pass rate against cumulative generations and tokens, round by round.
+            "curves": {s: round_curve(rs, cfg.rounds) for s, rs in self.runs.items()},
             "stops": [self.stop_summary(s) for s in self.stop_runs],
             "loopgain_note": self.loopgain_note,
             "runs": {s: [r.model_dump(mode="json") for r in rs] for s, rs in self.runs.items()},

@@ -17,11 +17,21 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .._exceptions import ConfigurationError
+from .._exceptions import ConfigurationError, ModelError
 from .._validation import require_int_at_least, require_positive, require_temperature
 from ..models import Message, Model, ModelRequest
 
-__all__ = ["Generation", "Generator", "ModelGenerator", "extract_code", "tidy_code"]
+__all__ = [
+    "CACHE_MISS",
+    "Generation",
+    "Generator",
+    "ModelGenerator",
+    "extract_code",
+    "tidy_code",
+]
+
+CACHE_MISS = "not in the generation cache"
+"""Part of the message of a cache-only generator's error for a request it does not hold."""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = frozenset({"", "python", "py", "python3"})
@@ -152,6 +162,8 @@ class ModelGenerator:
             unless a call passes its own ``temperature``.
         cache: a mapping to keep completions in, keyed by the exact request; used only when
             the request is reproducible (temperature 0, or a seed given).
+        cache_only: replay: a request not in ``cache`` raises ``ModelError`` (its message
+            holds :data:`CACHE_MISS`) instead of calling the model; counted in ``misses``.
     """
 
     def __init__(
@@ -162,6 +174,7 @@ class ModelGenerator:
         max_tokens: int = 768,
         timeout: float | None = None,
         cache: MutableMapping[str, Generation] | None = None,
+        cache_only: bool = False,
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigurationError("model", model, "must implement closedloop.models.Model")
@@ -169,9 +182,13 @@ class ModelGenerator:
         self.temperature = require_temperature("temperature", temperature)
         self.max_tokens = require_int_at_least("max_tokens", max_tokens, 16)
         self.timeout = None if timeout is None else require_positive("timeout", timeout)
+        if cache_only and cache is None:
+            raise ConfigurationError("cache_only", cache_only, "needs a cache to replay from")
         self.cache = cache
+        self.cache_only = cache_only
         self.calls = 0
         self.cache_hits = 0
+        self.misses = 0
 
     def __repr__(self) -> str:
         return (
@@ -220,6 +237,9 @@ class ModelGenerator:
                 finish_reason=hit.finish_reason,
                 cached=True,
             )
+        if self.cache_only:
+            self.misses += 1
+            raise ModelError(f"{CACHE_MISS} (cache-only replay; seed {seed}, T {temperature})")
         self.calls += 1
         completion = await self.model.complete(
             list(messages),

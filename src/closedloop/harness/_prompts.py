@@ -18,6 +18,7 @@ not in the prompt: a number means nothing to the model.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -34,6 +35,7 @@ __all__ = [
     "continue_messages",
     "describe_failure",
     "failure_lines",
+    "focused_lines",
     "fresh_messages",
     "initial_messages",
     "level_action",
@@ -260,4 +262,55 @@ def failure_lines(
     ][:hints]
     if rest:
         lines.append("Also check: " + "; ".join(rest) + ".")
+    return lines
+
+
+_LINE = re.compile(r"\(line (\d+): (.*)\)\s*$")
+_MAX_DIFF_LINES = 24
+
+
+def _size(check: CheckResult) -> tuple[int, int]:
+    # The smallest failing case is the easiest to trace by hand: the shortest call, then
+    # the shortest expected value.
+    return (len(check.call), len(check.expected or check.got or ""))
+
+
+def focused_lines(
+    evaluation: Evaluation, task: CodeTask, code: str, previous: str | None = None
+) -> list[str]:
+    """The focused feedback form: one failing check, the smallest, with its expected and
+    actual value; the line it failed on, when it raised; and, when ``previous`` (the
+    latest attempt) differs from ``code`` (the best so far), a diff between the two.
+
+    One concrete case a small model can trace by hand, in place of a list of facts it does
+    not revise from (Olausson et al., ICLR 2024: self-repair is bottlenecked by the
+    quality of the feedback).
+    """
+    lines: list[str] = []
+    ran = evaluation.status in (EvaluationStatus.PASSED, EvaluationStatus.FAILED)
+    if not ran:
+        lines.append(f"The code did not run through the tests: {evaluation.reason}.")
+    failures = sorted(evaluation.failures, key=_size) if ran else []
+    if failures:
+        smallest = failures[0]
+        lines.append(f"The smallest failing test ({evaluation.passed} of {evaluation.total} pass):")
+        lines.append(f"- {describe_failure(smallest, task)}")
+        match = _LINE.search(smallest.error or "")
+        if match is not None:
+            lines.append(f"It fails at line {match.group(1)}: `{match.group(2).strip()}`")
+    if previous is not None and not same_code(previous, code):
+        diff = list(
+            difflib.unified_diff(
+                code.splitlines(),
+                previous.splitlines(),
+                "best so far",
+                "latest attempt (worse)",
+                lineterm="",
+            )
+        )
+        if diff:
+            shown = diff[:_MAX_DIFF_LINES]
+            more = len(diff) - len(shown)
+            lines.append("Your latest attempt changed the best code like this and did worse:")
+            lines.append("```diff\n" + "\n".join(shown) + ("\n..." if more else "") + "\n```")
     return lines

@@ -16,11 +16,14 @@ from closedloop.harness import (
     SEED_TASKS,
     BenchConfig,
     BenchReport,
+    BudgetBenchConfig,
     describe_tasks,
     load_humaneval,
     load_task_file,
     load_verified_tasks,
+    render_budget_report,
     render_report,
+    run_budget_bench,
     run_refine_bench,
 )
 
@@ -64,7 +67,8 @@ def refine(
         typer.Option(
             help=(
                 "Comma-separated: blind_retry, blind_retry@T (rounds 2+ at temperature T), "
-                "self_refine, pid, pid_adaptive, pid_aggressive, auto; any with +intervalN."
+                "self_refine, pid, pid_adaptive, pid_aggressive, focused, auto; any with "
+                "+intervalN."
             )
         ),
     ] = "blind_retry,self_refine,pid,pid+interval2",
@@ -101,12 +105,66 @@ def refine(
         str | None,
         typer.Option(help="With --executor ray: an existing cluster; default: a local Ray."),
     ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="A total of N generations for the whole batch (round 1 of every task "
+            "included), spent by each of --policies in place of a per-task round count."
+        ),
+    ] = None,
+    budget_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="A total of tokens (prompt + completion) for the batch; with or "
+            "without --budget (whichever is reached first)."
+        ),
+    ] = None,
+    policies: Annotated[
+        str,
+        typer.Option(
+            help="With a budget, comma-separated: even:STRATEGY (an equal share each), "
+            "resample_until_pass[@T], allocator, allocator_focused."
+        ),
+    ] = (
+        "even:blind_retry,even:blind_retry@0.6,even:self_refine,resample_until_pass,"
+        "resample_until_pass@0.6,allocator"
+    ),
+    cache_only: Annotated[
+        bool,
+        typer.Option(
+            "--cache-only",
+            help="With a budget: no model; generations come from --cache, and a request "
+            "not in it is recorded as a miss (a failed round), not generated.",
+        ),
+    ] = False,
 ) -> None:
-    """Blind retry, self-refine and PID feedback on the same tasks, seeds and model."""
+    """Blind retry, self-refine and PID feedback on the same tasks, seeds and model; with
+    --budget or --budget-tokens, allocation policies at one total for the batch."""
     chosen = task_set(tasks)
     if explain:
         _explain(chosen, limit)
         return
+    if budget is not None or budget_tokens is not None:
+        _refine_budgeted(
+            BudgetBenchConfig(
+                tasks=chosen,
+                limit=limit,
+                policies=_csv(policies),
+                generations=budget,
+                tokens=budget_tokens,
+                model=model,
+                temperature=temperature,
+                seed=seed,
+                max_tokens=max_tokens,
+                out=out,
+                cache_path=cache,
+                cache_only=cache_only,
+                threads=threads,
+            )
+        )
+        return
+    if cache_only:
+        raise ConfigurationError("--cache-only", True, "replays a budgeted run: add --budget N")
     _check_executor(executor, ray_address)
     shard_kn: tuple[int, int] | None = None
     if shard is not None:
@@ -132,6 +190,16 @@ def refine(
     report = asyncio.run(refine_on(config, executor, ray_address))
     render_report(report, _out)
     _out.print(f"results: {out / 'results.json'}, plot: {out / 'pass_rate_by_round.png'}")
+
+
+def _refine_budgeted(config: BudgetBenchConfig) -> None:
+    """``bench refine --budget``: the policies at one total, their tables and plots."""
+    report = asyncio.run(run_budget_bench(config, progress=_say))
+    render_budget_report(report, _out)
+    out = config.out
+    _out.print(
+        f"results: {out}/results.json, plots: {out}/pass_rate_vs_cost.png, {out}/allocation.png"
+    )
 
 
 def task_set(tasks: str) -> Literal["seed", "humaneval"] | Path:

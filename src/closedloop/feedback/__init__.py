@@ -40,6 +40,12 @@ from ._healing import (
 )
 from ._json import JSONValue
 from ._memory import MemoryStore
+from ._provider_state import (
+    Admission,
+    MemoryProviderState,
+    ProviderSnapshot,
+    RedisProviderState,
+)
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
@@ -47,6 +53,7 @@ from ._sync import SyncStore
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
+    "Admission",
     "HANDOVER_NAMESPACE",
     "CircuitBreaker",
     "CircuitState",
@@ -65,10 +72,13 @@ __all__ = [
     "HealingKind",
     "HealingStrategies",
     "JSONValue",
+    "MemoryProviderState",
     "MemoryStore",
     "OpenCircuit",
     "RateLimited",
+    "ProviderSnapshot",
     "Record",
+    "RedisProviderState",
     "RedisStore",
     "SQLiteStore",
     "SchemaDrift",

@@ -72,6 +72,8 @@ EXPECTED: dict[str, set[str]] = {
         "AIMDLimiter",
         "ClientThrottle",
         "Cooldown",
+        "DeficitConfig",
+        "DeficitObserver",
         "DelayPIDConfig",
         "DelayPIDLimiter",
         "GradientConfig",

@@ -248,6 +248,7 @@ EXPECTED: dict[str, set[str]] = {
         "FaultProfile",
         "FaultRecord",
         "FunctionModel",
+        "GatedModel",
         "LocalLlama",
         "Message",
         "MessagesInput",

@@ -55,8 +55,11 @@ class _Cooldown(Protocol):
 
 
 class _Admission(Protocol):
-    verdict: Literal["ok", "full", "cooldown", "open"]
-    value: float
+    @property
+    def verdict(self) -> Literal["ok", "full", "cooldown", "open"]: ...
+
+    @property
+    def value(self) -> float: ...
 
 
 class _State(Protocol):

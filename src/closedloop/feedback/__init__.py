@@ -53,8 +53,8 @@ from ._sync import SyncStore
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
-    "Admission",
     "HANDOVER_NAMESPACE",
+    "Admission",
     "CircuitBreaker",
     "CircuitState",
     "Delivery",
@@ -75,8 +75,8 @@ __all__ = [
     "MemoryProviderState",
     "MemoryStore",
     "OpenCircuit",
-    "RateLimited",
     "ProviderSnapshot",
+    "RateLimited",
     "Record",
     "RedisProviderState",
     "RedisStore",

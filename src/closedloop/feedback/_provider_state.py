@@ -101,7 +101,8 @@ class MemoryProviderState:
         self._held: dict[str, float] = {}
         self._limit: float | None = None
         self._until = 0.0
-        self._tokens, self._tlast = self.rules.budget_cap, None
+        self._tokens = self.rules.budget_cap
+        self._tlast: float | None = None
         self._breaker: Breaker = "closed"
         self._open_until = 0.0
         self._failures = self._opened = self._rejected = 0
@@ -233,7 +234,9 @@ class RedisProviderState:
         call: Callable[[], Awaitable[Any]] = lambda: script(  # noqa: E731
             keys=keys, args=args, client=self._redis()
         )
-        result, _ = await call_redis(call, what=what, where=self._where, closed=lambda: self._closed)
+        result, _ = await call_redis(
+            call, what=what, where=self._where, closed=lambda: self._closed
+        )
         return result
 
     async def acquire(self, holder: str, limit: float, now: float) -> Admission:
@@ -296,4 +299,3 @@ class RedisProviderState:
         """Close the connections."""
         self._closed = True
         await self._client.aclose()
-

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Literal, Protocol
 
 from .._exceptions import (
     CircuitOpenError,
@@ -40,8 +40,11 @@ from ._wrapper import WrapperModel
 __all__ = ["GatedModel"]
 
 
+_Outcome = Literal["ok", "rejected", "timeout", "error"]
+
+
 class _Permit(Protocol):
-    def outcome(self, result: str, *, retry_after_s: float | None = None) -> None: ...
+    def outcome(self, result: _Outcome, *, retry_after_s: float | None = None) -> None: ...
 
 
 class _Gate(Protocol):
@@ -52,7 +55,7 @@ class _Gate(Protocol):
     async def may_retry(self) -> bool: ...
 
 
-def _classify(exc: ModelError) -> tuple[str, float | None] | None:
+def _classify(exc: ModelError) -> tuple[_Outcome, float | None] | None:
     """The attempt's outcome for the limiter, or None for a failure not about capacity."""
     if isinstance(exc, ModelRateLimitError):
         return "rejected", exc.retry_after
@@ -135,4 +138,3 @@ class GatedModel(WrapperModel):
                 raise
             # Refused locally by client-side throttling: to the caller, a rate limit.
             raise ModelRateLimitError(f"{self.name}: {exc}") from exc
-

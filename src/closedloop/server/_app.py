@@ -42,6 +42,7 @@ from ._http import (
     validation_handler,
 )
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._provider import provider_limits
 from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
 from ._readiness import model_check, store_check
@@ -106,7 +107,14 @@ def _build_service(settings: ServerSettings) -> Service:
         hub=hub,
         runs=runs,
         _model=settings.model if isinstance(settings.model, Model) else None,
+        limits=provider_limits(
+            enabled=settings.provider_limits,
+            url=settings.provider_state_url(),
+            clock=settings.wall_clock,
+        ),
     )
+    if service.limits is not None and service._model is not None:
+        service._model = service.limits.wrap(service._model)
     holder["service"] = service
     if isinstance(runs, QueuedRunManager):
         service.dispatcher = Dispatcher(
@@ -155,6 +163,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             await service.runs.shutdown(settings.shutdown_timeout_s)
             if service.runs.queue is not None:
                 await service.runs.queue.close()
+            if service.limits is not None:
+                await service.limits.close()
             if service.owns_store:
                 await service.store.close()
 
@@ -217,7 +227,20 @@ def _add_service_routes(app: FastAPI) -> None:
     @app.get("/metrics", tags=["service"])
     async def metrics(service: Annotated[Service, Depends(service_of)]) -> Response:
         """Prometheus text exposition."""
+        if service.limits is not None:
+            with contextlib.suppress(ClosedLoopError):  # the store away: the rest still shows
+                service.metrics.provider(await service.limits.snapshot())
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/limits", tags=["service"])
+    async def limits(
+        _: Annotated[Principal, Depends(authenticate)],
+        service: Annotated[Service, Depends(service_of)],
+    ) -> dict[str, Any]:
+        """The limiters on the path to the model: limit, in flight, 429s, budget, breaker."""
+        if service.limits is None:
+            return {"providers": []}
+        return {"providers": [await service.limits.snapshot()]}
 
     @app.get("/v1/me", tags=["service"])
     async def me(principal: Annotated[Principal, Depends(authenticate)]) -> dict[str, Any]:

@@ -64,3 +64,24 @@ def fleet(
     for png in plot_fleet(traces, names, out):
         _err.print(f"wrote {png}")
     _err.print(f"wrote {path}")
+
+
+@app.command("fleet-sensor")
+def fleet_sensor(
+    seeds: Annotated[
+        str, typer.Option(help="Comma-separated seeds (the fleet report's by default).")
+    ] = "10,11,12,13,14,15,16,17,18,19",
+    out: Annotated[Path, typer.Option(help="Folder for sensor.json.")] = Path(
+        "bench/results/fleet"
+    ),
+) -> None:
+    """AUROC of the limiters' input signals for predicting a 429 or refusal (virtual clock)."""
+    from ..fleet._sensor import run_sensor, write_sensor
+
+    started = time.monotonic()
+    report = run_sensor(
+        _seeds(seeds),
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:160]}"),
+    )
+    path = write_sensor(report, out, f"closedloop bench fleet-sensor --seeds {seeds} --out {out}")
+    _err.print(f"wrote {path}")

@@ -50,6 +50,7 @@ __all__ = [
 
 Outcome = Literal["ok", "rejected", "timeout", "error"]
 _OUTCOMES = ("ok", "rejected", "timeout", "error")
+_CATCH_UP = 100  # at most this many windows closed by one poll (a start far in the past)
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,14 @@ class _WindowedLimiter:
     def poll(self, now: float) -> float:
         """Close every window that ended by ``now``; returns the limit."""
         width = self.config.window_s
+        closed = 0
         while now - self._start >= width:
+            if closed >= _CATCH_UP:  # a long silence: more empty windows say nothing more
+                self._start += math.floor((now - self._start) / width) * width
+                break
             self._close(width)
             self._start += width
+            closed += 1
         return self.limit
 
     def _close(self, dt: float) -> None:

@@ -152,8 +152,22 @@ class AdmissionGate:
                 raise CircuitOpenError(
                     f"the provider's circuit breaker is open; retry in {answer.value:.1f} s"
                 )
-            # Another worker may free a permit at any time: poll, on the injected clock.
-            await self._sleep(answer.value if answer.verdict == "cooldown" else self.poll_s)
+            if answer.verdict == "cooldown":
+                await self._sleep(answer.value)
+            else:  # woken by a release here, or after poll_s for one by another worker
+                await self._wait_freed()
+
+    async def _wait_freed(self) -> None:
+        async def released() -> None:
+            async with self._changed:
+                await self._changed.wait()
+
+        waits = {asyncio.ensure_future(released()), asyncio.ensure_future(self._sleep(self.poll_s))}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _admit(self) -> None:
         while True:

@@ -48,10 +48,16 @@ class PlantEndpoint:
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {self.time_scale!r}")
+        self._ids = itertools.count()
+        self.restart()
+
+    def restart(self) -> None:
+        """Plant time 0 now, buckets full, queue empty (``serve_plant`` calls it once the
+        server answers, so its start-up does not eat into the schedule)."""
         self.provider = Provider(self.config, self.schedule, self.seed)
         self._t0 = self.clock()
-        self._ids = itertools.count()
         self._waiting: dict[int, asyncio.Future[None]] = {}
+        self.log.clear()
 
     def now(self) -> float:
         """Plant time: wall seconds since the start times ``time_scale``."""
@@ -148,6 +154,7 @@ def serve_plant(endpoint: PlantEndpoint) -> ServedPlant:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the plant's loopback server did not start")
         thread.join(timeout=0.02)
+    endpoint.restart()
 
     def stop() -> None:
         server.should_exit = True

@@ -85,3 +85,37 @@ def fleet_sensor(
     )
     path = write_sensor(report, out, f"closedloop bench fleet-sensor --seeds {seeds} --out {out}")
     _err.print(f"wrote {path}")
+
+
+@app.command("fleet-shared")
+def fleet_shared(
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "10,11,12",
+    clients: Annotated[int, typer.Option(min=2, max=500, help="Callers in all.")] = 40,
+    duration: Annotated[float, typer.Option(min=12.0, help="Plant seconds per run.")] = 60.0,
+    time_scale: Annotated[
+        float, typer.Option(min=0.5, max=50.0, help="Plant seconds per wall second.")
+    ] = 4.0,
+    redis: Annotated[
+        str | None, typer.Option(help="A Redis URL (default: a throwaway redis-server).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for shared.json.")] = Path(
+        "bench/results/fleet"
+    ),
+) -> None:
+    """Two workers sharing the limiter through Redis against one, on the loopback plant."""
+    from ..fleet._shared import run_shared, write_shared
+
+    started = time.monotonic()
+    report = run_shared(
+        _seeds(seeds),
+        clients=clients,
+        duration_s=duration,
+        time_scale=time_scale,
+        redis_url=redis,
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:200]}"),
+    )
+    command = (
+        f"closedloop bench fleet-shared --seeds {seeds} --clients {clients} "
+        f"--duration {duration:g} --time-scale {time_scale:g} --out {out}"
+    )
+    _err.print(f"wrote {write_shared(report, out, command)}")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 import pytest
 
 from closedloop import ModelRateLimitError
 from closedloop.models import CallInfo, GatedModel, Message
+from closedloop.server._provider import GatedTransport
 
 from .conftest import HarnessFactory, RoutingModel, new_session, start_run
 
@@ -57,7 +59,7 @@ async def test_runs_go_through_the_gate_and_a_429_is_retried_and_shown(
     assert model.refused == 1  # the 429 was retried inside the gate, not a failed step
 
     limits = (await harness.client("alice").get("/v1/limits")).json()["providers"]
-    assert len(limits) == 1 and limits[0]["shared"] is False
+    assert [p["provider"] for p in limits] == ["model", "tools"] and not limits[0]["shared"]
     assert limits[0]["rejected"] == 1 and limits[0]["inflight"] == 0
     assert limits[0]["breaker"] == "closed" and limits[0]["limit"] >= 1
 
@@ -97,3 +99,62 @@ async def test_the_dashboard_shows_the_provider_limits(make_harness: HarnessFact
     assert 'id="limits"' in page
     script = (await harness.client("anonymous").get("/static/app.js")).text
     assert '"/v1/limits"' in script and "capacity deficit" in script
+
+
+async def test_tool_requests_go_through_their_own_gate(make_harness: HarnessFactory) -> None:
+    harness = await make_harness()
+    limits = harness.service.tool_limits
+    assert limits is not None and harness.service.tool_transport is not None
+    seen: list[str] = []
+
+    def world(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if len(seen) == 1:
+            return httpx.Response(429, headers={"retry-after": "0"})
+        return httpx.Response(200, json={"ok": True})
+
+    transport = GatedTransport(limits, httpx.MockTransport(world))
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get("http://world.test/a")).status_code == 429
+        assert (await client.get("http://world.test/b")).status_code == 200
+    providers = (await harness.client("alice").get("/v1/limits")).json()["providers"]
+    tools = next(p for p in providers if p["provider"] == "tools")
+    assert tools["rejected"] == 1 and tools["inflight"] == 0
+    text = (await harness.client("anonymous").get("/metrics")).text
+    assert 'closedloop_provider_rejected{provider="tools"} 1.0' in text
+
+
+async def test_an_open_tool_breaker_reaches_the_tool_as_a_connection_error(
+    make_harness: HarnessFactory,
+) -> None:
+    harness = await make_harness()
+    limits = harness.service.tool_limits
+    assert limits is not None
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    transport = GatedTransport(limits, httpx.MockTransport(down))
+    async with httpx.AsyncClient(transport=transport) as client:
+        for _ in range(limits.state.rules.failure_threshold):
+            with pytest.raises(httpx.ConnectError, match="refused"):
+                await client.get("http://world.test/")
+        with pytest.raises(httpx.ConnectError, match="circuit breaker is open"):
+            await client.get("http://world.test/")
+
+
+def test_a_reference_factory_that_takes_a_transport_gets_the_tools_gate() -> None:
+    from closedloop.feedback import MemoryStore
+    from closedloop.server import AgentContext
+    from closedloop.server._registry import _reference_factory
+
+    def build(model: Any, *, base_url: str, **options: Any) -> Any:
+        return options
+
+    marker = object()
+    ctx = AgentContext(
+        model=RoutingModel(), store=MemoryStore(), session_id="s", run_id="r",
+        world_url="http://world.test", tool_transport=marker,
+    )  # fmt: skip
+    module = type("module", (), {"__name__": "reference_test"})
+    assert _reference_factory(module, build)(ctx)["transport"] is marker

@@ -13,7 +13,7 @@ from ..models import DEFAULT_MODEL, Model, load_model
 from ._auth import ApiKeys, Principal
 from ._http import ApiError
 from ._metrics import ServiceMetrics
-from ._provider import ProviderLimits
+from ._provider import GatedTransport, ProviderLimits
 from ._ratelimit import RateLimiter, retry_after_header
 from ._readiness import model_problem_at_start
 from ._registry import AgentRegistry
@@ -51,6 +51,8 @@ class Service:
     _model: Model | None = field(default=None, repr=False)
     dispatcher: Dispatcher | None = None
     limits: ProviderLimits | None = None
+    tool_limits: ProviderLimits | None = None
+    tool_transport: GatedTransport | None = None
 
     def scoped(self, principal: Principal) -> ScopedStore:
         """The caller's own view of the store."""

@@ -135,7 +135,7 @@ class ServiceMetrics:
         for key, gauge in self.provider_gauges.items():
             value = snapshot[key]
             number = breaker.get(value, 0) if key == "breaker" else float(value)
-            gauge.labels(snapshot["provider"]).set(number)
+            gauge.labels(snapshot["provider"]).set(number)  # "model" or "tools"
 
     def render(self) -> bytes:
         """The text exposition format, for ``/metrics``."""

@@ -7,6 +7,13 @@ breaker. With several workers the gate's state is in Redis (the queue's URL, els
 store's when it is Redis, else ``provider_state``), so the workers share one limit, one
 budget and one breaker; otherwise it is in-process. ``/metrics`` and ``/v1/limits`` show
 it, and the dashboard reads ``/v1/limits``.
+
+Tools go through a gate of their own (provider ``tools``): :class:`GatedTransport` is an
+``httpx`` transport that takes a permit for every request to the world the reference
+agents call and reports 429/503 (with Retry-After), timeouts and connection failures. A
+refusal by the gate itself (throttled, breaker open) reaches the tool as a connection
+error, which the tool reports as the source being unreachable. The permit is held until
+the response's headers arrive, not while its body is read.
 """
 
 from __future__ import annotations
@@ -16,12 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
+from .._exceptions import ClosedLoopError
 from ..control import ClientThrottle, DelayPIDLimiter, ThrottleConfig
 from ..execution import AdmissionGate
 from ..feedback import MemoryProviderState, RedisProviderState
 from ..models import GatedModel, Model
 
-__all__ = ["ProviderLimits", "provider_limits"]
+__all__ = ["GatedTransport", "ProviderLimits", "provider_limits"]
 
 _REDIS = ("redis://", "rediss://", "unix://")
 _MIN_REQUESTS = 20  # a minute with fewer calls than this is not evidence enough to refuse
@@ -98,3 +108,53 @@ def provider_limits(
         sleep=sleep,
     )
     return ProviderLimits(name, gate, limiter, state, clock)
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = response.headers.get(header)
+        if raw:
+            try:
+                return max(0.0, float(raw) / scale)
+            except ValueError:
+                continue  # an HTTP date: the cooldown waits for the next 429 instead
+    return None
+
+
+class GatedTransport(httpx.AsyncBaseTransport):
+    """Every request through ``limits``' gate, then on to ``inner`` (a plain HTTP transport)."""
+
+    def __init__(
+        self, limits: ProviderLimits, inner: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.limits = limits
+        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            async with self.limits.gate.permit() as permit:
+                try:
+                    response = await self.inner.handle_async_request(request)
+                except httpx.TimeoutException:
+                    permit.outcome("timeout")
+                    raise
+                except httpx.TransportError:
+                    permit.outcome("error")
+                    raise
+                if response.status_code in (429, 503):
+                    permit.outcome("rejected", retry_after_s=_retry_after_s(response))
+                elif response.status_code >= 500:
+                    permit.outcome("error")
+                else:
+                    permit.outcome("ok")
+                return response
+        except ClosedLoopError as exc:  # refused by the gate before any request was sent
+            raise httpx.ConnectError(f"{self.limits.name}: {exc}", request=request) from exc
+
+    async def aclose(self) -> None:
+        """Nothing: every run's client closes its transport, and this one is shared by all
+        runs; the service calls :meth:`close` at shutdown."""
+
+    async def close(self) -> None:
+        """Close the connections (the service, at shutdown)."""
+        await self.inner.aclose()

@@ -99,3 +99,12 @@ def test_bad_config_names_the_argument(kwargs: dict[str, float], name: str) -> N
 def test_bad_outcome_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="outcome"):
         AIMDLimiter().record(0.0, 0.1, "maybe", 1)  # type: ignore[arg-type]
+
+
+def test_a_start_far_in_the_past_does_not_close_a_window_per_second_since() -> None:
+    from closedloop.control import AIMDLimiter as _AIMD
+
+    limiter = _AIMD()  # start 0.0, polled on a wall clock: 1.7e9 windows behind
+    assert limiter.poll(1.7e9) == limiter.config.initial
+    limiter.record(1.7e9 + 0.5, 0.1, "rejected", 1)
+    assert limiter.poll(1.7e9 + 1.0) < limiter.config.initial  # windows close as usual after

@@ -64,3 +64,14 @@ def test_cooldown_keeps_the_latest_retry_after() -> None:
 def test_bad_k_is_refused_by_name() -> None:
     with pytest.raises(ConfigurationError, match="k="):
         ThrottleConfig(k=0.5)
+
+
+def test_a_quiet_client_is_not_throttled_below_the_minimum() -> None:
+    throttle = ClientThrottle(ThrottleConfig(min_requests=3))
+    for t in (0.0, 1.0):
+        throttle.record(t, accepted=False)
+    assert throttle.reject_probability(1.0) == 0.0
+    throttle.record(2.0, accepted=False)
+    assert throttle.reject_probability(2.0) == pytest.approx(3 / 4)
+    with pytest.raises(ConfigurationError, match="min_requests"):
+        ThrottleConfig(min_requests=-1)

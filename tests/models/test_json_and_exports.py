@@ -69,7 +69,7 @@ def test_sync_calls_count_in_the_callers_usage_scope() -> None:
 EXPECTED_PUBLIC = {
     "BUILTIN_MODELS", "DEFAULT_MODEL", "DEFAULT_REQUEST", "DRIFT_KINDS", "FAULT_PROFILES",
     "FREE", "PRICES", "SPEC_FORMS", "BuiltinModel", "CallInfo", "Completion", "Confidence",
-    "FaultInjectingModel", "FaultKind", "FaultProfile", "FaultRecord", "FunctionModel",
+    "FaultInjectingModel", "FaultKind", "FaultProfile", "FaultRecord", "FunctionModel", "GatedModel",
     "LocalLlama", "Message", "MessagesInput", "MeteredModel", "Model", "ModelBase",
     "ModelLadder", "ModelRequest", "ModelSpec", "ModelStatus", "ModelUsage", "OpenAICompatible", "Price",
     "PullResult", "RawCompletion", "RunUsage", "Rung", "ScriptedModel", "StructuredOutput", "SyncModel",

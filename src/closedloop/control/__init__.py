@@ -17,6 +17,7 @@ from ._pid import PID
 
 # --- observers, monitors, schedules (helper: observers) ---
 # isort: split
+from ._deficit import DeficitConfig, DeficitObserver
 from ._eso import LADRC, LinearESO
 from ._han import TrackingDifferentiator, fal, fhan
 from ._latency import LatencyTracker
@@ -96,6 +97,8 @@ __all__ = [
     "ConfidenceStop",
     "ConformalPID",
     "Cooldown",
+    "DeficitConfig",
+    "DeficitObserver",
     "DelayPIDConfig",
     "DelayPIDLimiter",
     "FOPDTPlant",

@@ -20,7 +20,9 @@ at ``initial``: the frozen arm of an on-against-frozen comparison.
 
 The onset flag (:attr:`congested`) is an EWMA of the delay ratio with hysteresis: it rises
 above ``flag_on`` before the provider's buckets or queue reject, when queueing delay grows
-ahead of the rejections, and falls below ``flag_off``.
+ahead of the rejections, and falls below ``flag_off``. :attr:`deficit` is a
+:class:`~closedloop.control.DeficitObserver` fed every window (delay ratio and loss share):
+an estimate of the capacity deficit that is reported, not acted on.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Literal
 
 from .._exceptions import ConfigurationError
 from .._validation import require_positive, require_unit_interval
+from ._deficit import DeficitObserver
 from ._pid import PID
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
 
 Outcome = Literal["ok", "rejected", "timeout", "error"]
 _OUTCOMES = ("ok", "rejected", "timeout", "error")
+_CATCH_UP = 100  # at most this many windows closed by one poll (a start far in the past)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,8 @@ class _WindowedLimiter:
         self._ratio_ewma = 0.0
         self.congested = False
         self.delay_ratio = 0.0
+        self.deficit = DeficitObserver()
+        self.last_window: Window | None = None
 
     @property
     def base(self) -> float | None:
@@ -182,9 +188,14 @@ class _WindowedLimiter:
     def poll(self, now: float) -> float:
         """Close every window that ended by ``now``; returns the limit."""
         width = self.config.window_s
+        closed = 0
         while now - self._start >= width:
+            if closed >= _CATCH_UP:  # a long silence: more empty windows say nothing more
+                self._start += math.floor((now - self._start) / width) * width
+                break
             self._close(width)
             self._start += width
+            closed += 1
         return self.limit
 
     def _close(self, dt: float) -> None:
@@ -209,6 +220,9 @@ class _WindowedLimiter:
             self.congested = True
         elif self._ratio_ewma < self.config.flag_off:
             self.congested = False
+        self.last_window = window
+        if window.samples:  # an empty window says nothing of the provider: hold
+            self.deficit.update(self.delay_ratio, window.loss_share, dt)
         if window.samples and not self.config.frozen:
             new = self._adjust(window)
             self.limit = min(self.config.max_limit, max(self.config.min_limit, new))

@@ -23,15 +23,21 @@ __all__ = ["ClientThrottle", "Cooldown", "RetryBudget", "RetryBudgetConfig", "Th
 
 @dataclass(frozen=True)
 class ThrottleConfig:
-    """SRE adaptive throttling: multiplier ``k`` and the window it counts over."""
+    """SRE adaptive throttling: multiplier ``k``, the window it counts over, and the
+    fewest requests in the window before it rejects anything (with one refusal out of one
+    request the formula says 0.5: too little evidence for a quiet client)."""
 
     k: float = 2.0
     window_s: float = 60.0
+    min_requests: int = 0
 
     def __post_init__(self) -> None:
         if self.k < 1.0:
             raise ConfigurationError("k", self.k, "must be >= 1 (K = 1 rejects at any loss)")
         require_positive("window_s", self.window_s)
+        if isinstance(self.min_requests, bool) or not isinstance(self.min_requests, int):
+            raise ConfigurationError("min_requests", self.min_requests, "must be an integer")
+        require_non_negative("min_requests", self.min_requests)
 
 
 class ClientThrottle:
@@ -60,6 +66,8 @@ class ClientThrottle:
     def reject_probability(self, now: float) -> float:
         """max(0, (requests − K·accepts) / (requests + 1)) over the window ending at ``now``."""
         self._expire(now)
+        if self._requests < self.config.min_requests:
+            return 0.0
         return max(0.0, (self._requests - self.config.k * self._accepts) / (self._requests + 1))
 
     def should_reject(self, now: float, draw: float) -> bool:

@@ -40,6 +40,12 @@ from ._healing import (
 )
 from ._json import JSONValue
 from ._memory import MemoryStore
+from ._provider_state import (
+    Admission,
+    MemoryProviderState,
+    ProviderSnapshot,
+    RedisProviderState,
+)
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
@@ -50,6 +56,7 @@ __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
     "HANDOVER_NAMESPACE",
     "THRESHOLD_NAMESPACE",
+    "Admission",
     "CircuitBreaker",
     "CircuitState",
     "Delivery",
@@ -67,10 +74,13 @@ __all__ = [
     "HealingKind",
     "HealingStrategies",
     "JSONValue",
+    "MemoryProviderState",
     "MemoryStore",
     "OpenCircuit",
+    "ProviderSnapshot",
     "RateLimited",
     "Record",
+    "RedisProviderState",
     "RedisStore",
     "SQLiteStore",
     "SchemaDrift",

@@ -24,6 +24,7 @@ from ._faults import (
     FaultProfile,
     FaultRecord,
 )
+from ._gated import GatedModel
 from ._guard import (
     allow_real_model_calls,
     block_real_model_calls,
@@ -85,6 +86,7 @@ __all__ = [
     "FaultProfile",
     "FaultRecord",
     "FunctionModel",
+    "GatedModel",
     "LocalLlama",
     "Message",
     "MessagesInput",

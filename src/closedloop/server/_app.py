@@ -42,6 +42,7 @@ from ._http import (
     validation_handler,
 )
 from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._provider import GatedTransport, provider_limits
 from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter
 from ._readiness import model_check, store_check
@@ -74,6 +75,13 @@ def _build_service(settings: ServerSettings) -> Service:
         return Path(runs_dir).expanduser() if runs_dir is not None else runs_root()
 
     holder: dict[str, Service] = {}
+    tool_limits = provider_limits(
+        enabled=settings.provider_limits,
+        url=settings.provider_state_url(),
+        name="tools",
+        clock=settings.wall_clock,
+    )
+    tool_transport = GatedTransport(tool_limits) if tool_limits is not None else None
 
     def model() -> Model:
         return holder["service"].model()
@@ -85,6 +93,7 @@ def _build_service(settings: ServerSettings) -> Service:
         "metrics": metrics,
         "runs_dir": runs_path,
         "world_url": settings.world_url,
+        "tool_transport": tool_transport,
         "wall_clock": settings.wall_clock,
     }
     queue = None
@@ -106,7 +115,16 @@ def _build_service(settings: ServerSettings) -> Service:
         hub=hub,
         runs=runs,
         _model=settings.model if isinstance(settings.model, Model) else None,
+        limits=provider_limits(
+            enabled=settings.provider_limits,
+            url=settings.provider_state_url(),
+            clock=settings.wall_clock,
+        ),
+        tool_limits=tool_limits,
+        tool_transport=tool_transport,
     )
+    if service.limits is not None and service._model is not None:
+        service._model = service.limits.wrap(service._model)
     holder["service"] = service
     if isinstance(runs, QueuedRunManager):
         service.dispatcher = Dispatcher(
@@ -155,6 +173,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             await service.runs.shutdown(settings.shutdown_timeout_s)
             if service.runs.queue is not None:
                 await service.runs.queue.close()
+            for limits in (service.limits, service.tool_limits):
+                if limits is not None:
+                    await limits.close()
+            if service.tool_transport is not None:
+                await service.tool_transport.close()
             if service.owns_store:
                 await service.store.close()
 
@@ -217,7 +240,20 @@ def _add_service_routes(app: FastAPI) -> None:
     @app.get("/metrics", tags=["service"])
     async def metrics(service: Annotated[Service, Depends(service_of)]) -> Response:
         """Prometheus text exposition."""
+        for limits in (service.limits, service.tool_limits):
+            if limits is not None:
+                with contextlib.suppress(ClosedLoopError):  # the store away: the rest shows
+                    service.metrics.provider(await limits.snapshot())
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/limits", tags=["service"])
+    async def limits(
+        _: Annotated[Principal, Depends(authenticate)],
+        service: Annotated[Service, Depends(service_of)],
+    ) -> dict[str, Any]:
+        """The limiters on the path to the model and the tools: limit, in flight, 429s, ..."""
+        gates = (service.limits, service.tool_limits)
+        return {"providers": [await g.snapshot() for g in gates if g is not None]}
 
     @app.get("/v1/me", tags=["service"])
     async def me(principal: Annotated[Principal, Depends(authenticate)]) -> dict[str, Any]:

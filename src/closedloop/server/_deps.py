@@ -13,6 +13,7 @@ from ..models import DEFAULT_MODEL, Model, load_model
 from ._auth import ApiKeys, Principal
 from ._http import ApiError
 from ._metrics import ServiceMetrics
+from ._provider import GatedTransport, ProviderLimits
 from ._ratelimit import RateLimiter, retry_after_header
 from ._readiness import model_problem_at_start
 from ._registry import AgentRegistry
@@ -49,6 +50,9 @@ class Service:
     runs: RunManager
     _model: Model | None = field(default=None, repr=False)
     dispatcher: Dispatcher | None = None
+    limits: ProviderLimits | None = None
+    tool_limits: ProviderLimits | None = None
+    tool_transport: GatedTransport | None = None
 
     def scoped(self, principal: Principal) -> ScopedStore:
         """The caller's own view of the store."""
@@ -70,6 +74,8 @@ class Service:
                 problem = model_problem_at_start(spec)
                 detail = problem.detail if not problem.ok else f"{spec}: {exc.reason}"
                 raise ModelNotAvailableError(detail) from None
+            if self.limits is not None:
+                self._model = self.limits.wrap(self._model)
         return self._model
 
     async def collect_garbage(self) -> int:

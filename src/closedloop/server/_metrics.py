@@ -8,6 +8,8 @@ never ids or user text.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -88,6 +90,23 @@ class ServiceMetrics:
         self.auth_failures = counter("auth_failures", "Requests refused for their key.", "reason")
         self.rate_limited = counter("rate_limited", "Requests refused by the per-key rate limit.")
 
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(f"closedloop_provider_{name}", doc, ["provider"], registry=r)
+
+        self.provider_gauges = {
+            "limit": gauge("limit", "The adaptive concurrency limit on calls to the provider."),
+            "inflight": gauge("inflight", "Calls to the provider holding a permit (all workers)."),
+            "rejected": gauge("rejected", "429s and 503s the provider answered (all workers)."),
+            "retry_tokens": gauge("retry_tokens", "Retries left in the provider's retry budget."),
+            "breaker": gauge("breaker", "The provider's circuit: 0 closed, 1 half-open, 2 open."),
+            "times_opened": gauge("breaker_opened", "Times the provider's circuit opened."),
+            "cooldown_s": gauge("cooldown_seconds", "Seconds left of the latest Retry-After."),
+            "delay_ratio": gauge("delay_ratio", "Queueing delay over the uncongested latency."),
+            "capacity_deficit": gauge(
+                "capacity_deficit", "The observer's estimate of the capacity deficit, 0 to 1."
+            ),
+        }
+
     def step(self, agent: str, record: StepRecord) -> None:
         """Count one step and its control signals."""
         self.steps.labels(agent, record.protocol).inc()
@@ -109,6 +128,14 @@ class ServiceMetrics:
     def model_error(self, model: str) -> None:
         """A model call that raised."""
         self.model_calls.labels(model, "error").inc()
+
+    def provider(self, snapshot: dict[str, Any]) -> None:
+        """Set the provider gauges from a ``ProviderLimits.snapshot()``."""
+        breaker = {"closed": 0, "half_open": 1, "open": 2}
+        for key, gauge in self.provider_gauges.items():
+            value = snapshot[key]
+            number = breaker.get(value, 0) if key == "breaker" else float(value)
+            gauge.labels(snapshot["provider"]).set(number)  # "model" or "tools"
 
     def render(self) -> bytes:
         """The text exposition format, for ``/metrics``."""

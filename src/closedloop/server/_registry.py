@@ -61,7 +61,9 @@ class AgentContext:
     ``model`` is the service's model (metered); ``store`` is the calling key's scoped
     store; ``params`` are the run request's ``params`` (JSON); ``world_url`` is the
     world the reference agents talk to, when the service was given one; ``trace`` is
-    where a runner sends its steps (an ``Agent`` gets it at each run).
+    where a runner sends its steps (an ``Agent`` gets it at each run); ``tool_transport``
+    is the ``httpx`` transport through the tools' limiters (a reference factory that
+    takes ``transport`` gets it).
     """
 
     model: Model
@@ -71,6 +73,7 @@ class AgentContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     world_url: str | None = None
     trace: TraceSink | None = None
+    tool_transport: Any = None
 
 
 AgentFactory: TypeAlias = Callable[[AgentContext], Any]
@@ -252,11 +255,18 @@ def _reference_factory(module: Any, function: Callable[..., Any]) -> AgentFactor
             "world_url": ctx.world_url,
             "params": dict(ctx.params),
             "trace": ctx.trace,
+            "transport": ctx.tool_transport,
         }
+        if ctx.tool_transport is None:
+            values.pop("transport")
         if "base_url" in accepted and "world_url" not in accepted:
             values.pop("world_url")
         return function(
-            **{k: v for k, v in values.items() if k in accepted or (open_ended and k == "trace")}
+            **{
+                k: v
+                for k, v in values.items()
+                if k in accepted or (open_ended and k in ("trace", "transport"))
+            }
         )
 
     factory.__doc__ = function.__doc__

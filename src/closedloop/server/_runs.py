@@ -109,6 +109,7 @@ class RunManager:
         metrics: ServiceMetrics,
         runs_dir: Callable[[], Path],
         world_url: str | None = None,
+        tool_transport: Any = None,
         clock: Callable[[], float] = time.perf_counter,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -118,6 +119,7 @@ class RunManager:
         self.metrics = metrics
         self._runs_dir = runs_dir
         self.world_url = world_url
+        self.tool_transport = tool_transport  # the tools' gate (an httpx transport) or None
         self._clock = clock
         self._wall = wall_clock
         self._local: dict[str, _Local] = {}
@@ -149,6 +151,7 @@ class RunManager:
             run_id=run_id,
             params=dict(params),
             world_url=self.world_url,
+            tool_transport=self.tool_transport,
             trace=MultiSink(JsonlTrace(self.trace_path(run_id)), hub_sink),
         )
         return ctx, metered, hub_sink

@@ -84,6 +84,15 @@ class ServerSettings:
     queue: str | None = None
     takeover_after_s: float = 15.0
     heartbeat_s: float = 3.0
+    provider_limits: bool = True
+    provider_state: str | None = None
+
+    def provider_state_url(self) -> str | None:
+        """Where the model's limiter state is shared, or None for in-process."""
+        for url in (self.provider_state, self.queue, self.store):
+            if isinstance(url, str) and url.startswith(("redis://", "rediss://", "unix://")):
+                return url
+        return None
 
     def __post_init__(self) -> None:
         if self.queue is not None and not (
@@ -91,6 +100,13 @@ class ServerSettings:
             and self.queue.startswith(("redis://", "rediss://", "unix://"))
         ):
             raise ConfigurationError("queue", self.queue, "must be a redis:// URL or None")
+        if self.provider_state is not None and not (
+            isinstance(self.provider_state, str)
+            and self.provider_state.startswith(("redis://", "rediss://", "unix://"))
+        ):
+            raise ConfigurationError(
+                "provider_state", self.provider_state, "must be a redis:// URL or None"
+            )
         require_positive("takeover_after_s", self.takeover_after_s)
         require_positive("heartbeat_s", self.heartbeat_s)
         if self.heartbeat_s >= self.takeover_after_s:

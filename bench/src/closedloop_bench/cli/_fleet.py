@@ -64,3 +64,58 @@ def fleet(
     for png in plot_fleet(traces, names, out):
         _err.print(f"wrote {png}")
     _err.print(f"wrote {path}")
+
+
+@app.command("fleet-sensor")
+def fleet_sensor(
+    seeds: Annotated[
+        str, typer.Option(help="Comma-separated seeds (the fleet report's by default).")
+    ] = "10,11,12,13,14,15,16,17,18,19",
+    out: Annotated[Path, typer.Option(help="Folder for sensor.json.")] = Path(
+        "bench/results/fleet"
+    ),
+) -> None:
+    """AUROC of the limiters' input signals for predicting a 429 or refusal (virtual clock)."""
+    from ..fleet._sensor import run_sensor, write_sensor
+
+    started = time.monotonic()
+    report = run_sensor(
+        _seeds(seeds),
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:160]}"),
+    )
+    path = write_sensor(report, out, f"closedloop bench fleet-sensor --seeds {seeds} --out {out}")
+    _err.print(f"wrote {path}")
+
+
+@app.command("fleet-shared")
+def fleet_shared(
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "10,11,12",
+    clients: Annotated[int, typer.Option(min=2, max=500, help="Callers in all.")] = 40,
+    duration: Annotated[float, typer.Option(min=12.0, help="Plant seconds per run.")] = 60.0,
+    time_scale: Annotated[
+        float, typer.Option(min=0.5, max=50.0, help="Plant seconds per wall second.")
+    ] = 4.0,
+    redis: Annotated[
+        str | None, typer.Option(help="A Redis URL (default: a throwaway redis-server).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for shared.json.")] = Path(
+        "bench/results/fleet"
+    ),
+) -> None:
+    """Two workers sharing the limiter through Redis against one, on the loopback plant."""
+    from ..fleet._shared import run_shared, write_shared
+
+    started = time.monotonic()
+    report = run_shared(
+        _seeds(seeds),
+        clients=clients,
+        duration_s=duration,
+        time_scale=time_scale,
+        redis_url=redis,
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:200]}"),
+    )
+    command = (
+        f"closedloop bench fleet-shared --seeds {seeds} --clients {clients} "
+        f"--duration {duration:g} --time-scale {time_scale:g} --out {out}"
+    )
+    _err.print(f"wrote {write_shared(report, out, command)}")

@@ -351,16 +351,42 @@
     }
   }
 
+  // --- provider limits ----------------------------------------------------------------
+
+  function renderLimits(providers) {
+    const list = $("limits");
+    list.replaceChildren();
+    $("limits-empty").hidden = providers.length > 0;
+    for (const p of providers) {
+      const rows = [
+        ["provider", p.provider + (p.shared ? " (shared by all workers)" : " (this worker)")],
+        ["limit", Number(p.limit).toFixed(1)],
+        ["in flight", p.inflight],
+        ["429s / 503s seen", p.rejected],
+        ["retry budget", Number(p.retry_tokens).toFixed(1) + " retries"],
+        ["circuit breaker", p.breaker + (p.times_opened ? " · opened " + p.times_opened + "×" : "")],
+        ["queueing delay", Number(p.delay_ratio).toFixed(2) + " × base" + (p.congested ? " · congested" : "")],
+        ["capacity deficit", (100 * Number(p.capacity_deficit)).toFixed(0) + " %"],
+      ];
+      for (const [name, value] of rows) {
+        list.append(el("dt", name), el("dd", value));
+      }
+    }
+  }
+
   // --- refresh loop -------------------------------------------------------------------
 
   async function refresh() {
     clearTimeout(state.timer);
     if (!state.key) return;
     try {
-      const [runs, handovers] = await Promise.all([api("/v1/runs?limit=50"), api("/v1/handovers")]);
+      const [runs, handovers, limits] = await Promise.all([
+        api("/v1/runs?limit=50"), api("/v1/handovers"), api("/v1/limits"),
+      ]);
       state.runs = runs.runs;
       renderRuns();
       renderHandovers(handovers.handovers);
+      renderLimits(limits.providers);
       if (state.selected) {
         const run = state.runs.find((r) => r.id === state.selected.id);
         if (run) renderRunMeta(run);

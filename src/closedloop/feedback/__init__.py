@@ -9,9 +9,7 @@ events on an :class:`EventBus` whose registered strategies answer with
 
 from __future__ import annotations
 
-from ._bus import Delivery, EventBus, HandlerOutcome
-from ._circuit import CircuitBreaker, CircuitState
-from ._events import (
+from .._faults import (
     EmptyResult,
     FaultEvent,
     HandoverRequested,
@@ -20,6 +18,8 @@ from ._events import (
     ServerError,
     TimeoutEvent,
 )
+from ._bus import Delivery, EventBus, HandlerOutcome
+from ._circuit import CircuitBreaker, CircuitState
 from ._handover import (
     HANDOVER_NAMESPACE,
     HandoverDecision,

@@ -36,6 +36,7 @@ EXPECTED = {
     "ServerError",
     "Snapshot",
     "StateStore",
+    "StoreProxy",
     "StoreStats",
     "SwitchToCache",
     "SyncStore",

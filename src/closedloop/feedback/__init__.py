@@ -40,6 +40,7 @@ from ._healing import (
 )
 from ._json import JSONValue
 from ._memory import MemoryStore
+from ._proxy import StoreProxy
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
@@ -75,6 +76,7 @@ __all__ = [
     "ServerError",
     "Snapshot",
     "StateStore",
+    "StoreProxy",
     "StoreStats",
     "SwitchToCache",
     "SyncStore",

@@ -5,8 +5,9 @@ each changes one thing about a store. Built on ``StoreProxy`` each overrides tha
 thing and inherits the rest, so the store interface is spelled once here and once in the
 protocol, as ``WrapperModel`` is for models. What a proxy may change:
 
-- the names it passes in and hands back (``_session_id``, ``_namespace``, ``_snapshot``,
-  ``_record``: the identity here; a scoped view prefixes and strips them);
+- the names it passes in and hands back (``_session_id``, ``_namespace``,
+  ``_outward_snapshot``, ``_outward_record``: the identity here; a scoped view prefixes
+  and strips them);
 - what happens before a write reaches the wrapped store (``flush``: nothing here; a view
   holding writes back writes them first, so writes keep their order);
 - any method outright.
@@ -45,10 +46,10 @@ class StoreProxy:
     def _namespace(self, namespace: str) -> str:
         return namespace
 
-    def _snapshot(self, snapshot: Snapshot) -> Snapshot:
+    def _outward_snapshot(self, snapshot: Snapshot) -> Snapshot:
         return snapshot
 
-    def _record(self, record: Record) -> Record:
+    def _outward_record(self, record: Record) -> Record:
         return record
 
     async def flush(self) -> None:
@@ -63,11 +64,11 @@ class StoreProxy:
         """Start a session (see :meth:`StateStore.create`)."""
         await self.flush()
         made = await self.store.create(self._session_id(session_id), data, ttl_s=ttl_s)
-        return self._snapshot(made)
+        return self._outward_snapshot(made)
 
     async def get(self, session_id: str) -> Snapshot:
         """Read a session (see :meth:`StateStore.get`)."""
-        return self._snapshot(await self.store.get(self._session_id(session_id)))
+        return self._outward_snapshot(await self.store.get(self._session_id(session_id)))
 
     async def put(
         self,
@@ -85,7 +86,7 @@ class StoreProxy:
             expected_version=expected_version,
             field_ttl_s=field_ttl_s,
         )
-        return self._snapshot(written)
+        return self._outward_snapshot(written)
 
     async def update(
         self,
@@ -97,9 +98,11 @@ class StoreProxy:
         """The wrapped store's read-modify-CAS loop; ``fn`` sees this view's snapshot."""
         await self.flush()
         written = await self.store.update(
-            self._session_id(session_id), lambda s: fn(self._snapshot(s)), max_attempts=max_attempts
+            self._session_id(session_id),
+            lambda s: fn(self._outward_snapshot(s)),
+            max_attempts=max_attempts,
         )
-        return self._snapshot(written)
+        return self._outward_snapshot(written)
 
     async def delete(self, session_id: str) -> bool:
         """Remove a session (see :meth:`StateStore.delete`)."""
@@ -115,7 +118,7 @@ class StoreProxy:
     async def record_get(self, namespace: str, key: str) -> Record | None:
         """Read a record (see :meth:`StateStore.record_get`)."""
         record = await self.store.record_get(self._namespace(namespace), key)
-        return None if record is None else self._record(record)
+        return None if record is None else self._outward_record(record)
 
     async def record_put(
         self,
@@ -130,7 +133,7 @@ class StoreProxy:
         written = await self.store.record_put(
             self._namespace(namespace), key, value, expected_version=expected_version
         )
-        return self._record(written)
+        return self._outward_record(written)
 
     async def record_put_fenced(
         self,
@@ -146,12 +149,12 @@ class StoreProxy:
         written: Record = await self.store.record_put_fenced(  # type: ignore[attr-defined]
             self._namespace(namespace), key, value, token=token, fence=fence
         )
-        return self._record(written)
+        return self._outward_record(written)
 
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
         listed = await self.store.record_list(self._namespace(namespace), prefix)
-        return [self._record(r) for r in listed]
+        return [self._outward_record(r) for r in listed]
 
     async def record_delete(self, namespace: str, key: str) -> bool:
         """Remove a record (see :meth:`StateStore.record_delete`)."""

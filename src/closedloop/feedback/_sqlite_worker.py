@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .._exceptions import StoreUnavailableError
 from ._sqlite_schema import open_database
@@ -38,7 +38,7 @@ class SQLiteWorker:
     """
 
     path: Path
-    synchronous: str
+    synchronous: Literal["FULL", "NORMAL"]
     journal_mode: str
     _busy_timeout_s: float
     _conn: sqlite3.Connection | None

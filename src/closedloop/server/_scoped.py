@@ -55,10 +55,10 @@ class ScopedStore(StoreProxy):
             raise ConfigurationError("namespace", namespace, "must be a non-empty string")
         return self._prefix + namespace
 
-    def _snapshot(self, snapshot: Snapshot) -> Snapshot:
+    def _outward_snapshot(self, snapshot: Snapshot) -> Snapshot:
         return dataclasses.replace(snapshot, session_id=snapshot.session_id[len(self._prefix) :])
 
-    def _record(self, record: Record) -> Record:
+    def _outward_record(self, record: Record) -> Record:
         return dataclasses.replace(record, namespace=record.namespace[len(self._prefix) :])
 
     # --- several writes at once: the shared store's, so its one transaction holds ---------
@@ -78,7 +78,7 @@ class ScopedStore(StoreProxy):
             ]
         else:
             written = await many(scoped)
-        return [self._record(r) for r in written]
+        return [self._outward_record(r) for r in written]
 
     async def put_with_records(
         self,
@@ -108,7 +108,7 @@ class ScopedStore(StoreProxy):
                 (self._namespace(ns), key, value, expected) for ns, key, value, expected in writes
             ],
         )
-        return self._snapshot(written)
+        return self._outward_snapshot(written)
 
     async def close(self) -> None:
         """Nothing to release: the shared store is closed by its owner."""

@@ -36,7 +36,7 @@ def _checked(value: Mapping[str, Any]) -> CheckedDocument:
     return CheckedDocument(plain, encode_document(plain))
 
 
-class DeferredRecords(StoreProxy):
+class DeferredRecords:
     """A :class:`StateStore` view whose unconditional record writes in ``namespaces`` wait.
 
     Reads see the waiting writes over the store's own records; everything else goes
@@ -49,6 +49,13 @@ class DeferredRecords(StoreProxy):
         self.namespaces = frozenset(namespaces)
         self._pending: dict[tuple[str, str], Record] = {}
         self._values: dict[tuple[str, str], CheckedDocument] = {}  # what a save writes
+        # Sessions go straight through: the store's own methods, with no frame in between.
+        self.create = store.create
+        self.get = store.get
+        self.put = store.put
+        self.update = store.update
+        self.delete = store.delete
+        self.gc = store.gc
         clock = getattr(store, "_now", None)  # a BaseStore's clock, so ages compare
         self._clock: Callable[[], float] | None = clock if callable(clock) else None
         self._tick = 0.0

@@ -314,3 +314,15 @@ def test_validation_errors_never_carry_the_input() -> None:
         {"where": "body", "problem": "is not valid JSON (error near character 7)"},
         {"where": "body.x", "problem": "is not a known field"},
     ]
+
+
+def test_a_local_world_without_a_provider_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import typer
+
+    from closedloop.cli import _serve
+
+    monkeypatch.setattr(_serve, "entry_points", lambda **_: [])
+    with pytest.raises(typer.BadParameter, match="pip install closedloop-bench"):
+        _serve._local_world()

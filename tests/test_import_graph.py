@@ -1,4 +1,8 @@
-"""The core's import graph: no cycle among private modules, and control/ stands alone.
+"""The import graph and the layering rules of docs/architecture.md.
+
+No cycle among the core's private modules; control/ stands alone; every package imports
+only what the page's table allows; the library never imports the benchmark distribution,
+by statement or by importlib.
 
 The graph is read from the source with ``ast`` (nothing is imported), counting every
 import: at module level, inside functions and under ``TYPE_CHECKING``, because a cycle
@@ -167,3 +171,105 @@ def test_control_imports_no_other_closedloop_package(name: str) -> None:
         t for t in _direct()[name] if not any(t == a or t.startswith(a + ".") for a in allowed)
     )
     assert outside == [], f"{name} imports {outside}"
+
+
+# --- the layering rules of docs/architecture.md ----------------------------------------------
+
+
+def _package(name: str) -> str:
+    """``closedloop.feedback._store`` -> ``feedback``; a top-level module is ``shared``."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "root"  # the curated surface re-exports from everywhere
+    if name == "closedloop.__main__":
+        return "cli"
+    if len(parts) == 2 and not _is_package(name, _modules()):
+        return "shared"  # closedloop._exceptions, closedloop._policy, closedloop.policy, ...
+    return parts[1]
+
+
+# What each package may import besides itself, as the table on the page states it. The
+# shared top-level modules (the error type, argument checks, the stop / retry / wait
+# algebra, conflicts, redaction, paths) are open to every package but control, which may
+# use only the error type and the argument checks (checked above, module by module).
+EDGES = ("integrations", "harness", "server", "cli")
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "control": frozenset({"shared"}),
+    "perception": frozenset({"shared", "control"}),
+    "decision": frozenset({"shared", "control", "perception"}),
+    "execution": frozenset({"shared"}),
+    "feedback": frozenset({"shared"}),
+    "models": frozenset({"shared"}),
+    "agent": frozenset({"shared", *CORE}),
+    "shared": frozenset({"shared"}),
+    **{edge: frozenset({"shared", *CORE, *EDGES}) for edge in EDGES},
+}
+
+
+def test_every_package_has_a_rule() -> None:
+    packages = {_package(n) for n in _modules()} - {"root"}
+    assert packages <= set(MAY_IMPORT), sorted(packages - set(MAY_IMPORT))
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_a_package_imports_only_what_the_architecture_page_allows(package: str) -> None:
+    allowed = MAY_IMPORT[package] | {package}
+    broken = sorted(
+        f"{name} -> {target}"
+        for name, targets in _direct().items()
+        if _package(name) == package
+        for target in targets
+        if _package(target) not in allowed
+    )
+    assert broken == [], f"{package} may import only {sorted(allowed)}: {broken}"
+
+
+_IMPORTERS = {"import_module", "find_spec", "__import__", "import_string", "entry_point"}
+
+
+def _named_strings(node: ast.AST) -> Iterator[str]:
+    """The literal text of a string argument, f-strings included (their constant parts)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, ast.JoinedStr):
+        yield "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+
+
+def _bench_imports(tree: ast.AST) -> list[str]:
+    """Every way ``tree`` imports the benchmark distribution: statements and importlib."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "closedloop_bench"]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            if (node.module or "").split(".")[0] == "closedloop_bench":
+                found.append(node.module or "")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _IMPORTERS:
+                found += [
+                    text
+                    for arg in [*node.args, *(k.value for k in node.keywords)]
+                    for text in _named_strings(arg)
+                    if "closedloop_bench" in text
+                ]
+    return found
+
+
+def test_the_bench_import_finder_finds_every_spelling() -> None:
+    source = """
+import closedloop_bench.world
+from closedloop_bench.reference import weather
+importlib.import_module(f"closedloop_bench.reference.{name}")
+util.find_spec("closedloop_bench")
+"""
+    assert len(_bench_imports(ast.parse(source))) == 4
+    assert _bench_imports(ast.parse('"""closedloop_bench in a docstring"""')) == []
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_the_library_never_imports_the_benchmark_distribution(name: str) -> None:
+    # The reference agents and the world are found through entry points instead.
+    tree = ast.parse(_modules()[name].read_text(encoding="utf-8"))
+    assert _bench_imports(tree) == [], f"{name} imports {_bench_imports(tree)}"

@@ -1,6 +1,6 @@
 """One meaning per public name, across closedloop and closedloop-bench.
 
-A name in the ``__all__`` of two public packages must be the same object in both (a
+A name in the ``__all__`` of two public packages or modules must be the same object in both (a
 re-export); two different things under one name make ``from x import Task`` a guess.
 """
 
@@ -16,12 +16,13 @@ import closedloop_bench
 
 
 def _public_packages() -> list[ModuleType]:
+    """Every public package and public module (``closedloop.policy`` is a module)."""
     packages: list[ModuleType] = []
     for root in (closedloop, closedloop_bench):
         packages.append(root)
         for info in pkgutil.walk_packages(root.__path__, f"{root.__name__}."):
             private = any(part.startswith("_") for part in info.name.split(".")[1:])
-            if info.ispkg and not private:
+            if not private:
                 packages.append(importlib.import_module(info.name))
     return packages
 
@@ -39,15 +40,29 @@ def test_the_walk_sees_both_distributions() -> None:
     names = {p.__name__ for p in _public_packages()}
     assert {"closedloop.agent", "closedloop.harness", "closedloop_bench.reference"} <= names
     assert {"closedloop_bench.world", "closedloop_bench.benchmarks"} <= names
+    assert {"closedloop.policy", "closedloop_bench.reference.weather"} <= names
+
+
+# Clashes another change is removing; each entry names the name. Keep this empty.
+# closedloop.agent's stop_after_delay and stop_never bind the agent's HaltReason over the
+# algebra's policies of closedloop.policy; one object needs the agent's stop module
+# rewritten on the algebra, which belongs with the rewrite of the agent's step.
+KNOWN_CLASHES = frozenset({"stop_after_delay", "stop_never"})
 
 
 def test_no_public_name_means_two_things() -> None:
     clashes = {
         name: sorted(sorted(where) for where in objects.values())
         for name, objects in _meanings().items()
-        if len(objects) > 1
+        if len(objects) > 1 and name not in KNOWN_CLASHES
     }
     assert clashes == {}
+
+
+def test_every_known_clash_is_still_one() -> None:
+    # An entry whose clash is gone must leave the list, so the list cannot hide a new one.
+    meanings = _meanings()
+    assert sorted(n for n in KNOWN_CLASHES if len(meanings.get(n, {})) < 2) == []
 
 
 def test_a_re_export_is_one_meaning() -> None:

@@ -316,3 +316,51 @@ def test_a_lasting_failure_under_saturated_control_does_not_fade(
     assert failure[-1] == pytest.approx(held)
     assert failure[-1] >= max(estimates[:15])  # ends at least at the decline's peak
     assert estimates[9] == 0.0  # the calm spell reads no disturbance
+
+
+# --- the O(1) update against the batch fit it replaced -------------------------------------
+
+
+def batch_f_est(window: list[Triple], gain: float, min_samples: int) -> float:
+    """The old refit: the recency-weighted level of d summed over the whole window."""
+    if len(window) < min_samples:
+        return 0.0
+    eso = RegressionESO(window=len(window), min_samples=1, input_gain=gain)
+    ds = [eso._disturbance(s) for s in window]
+    total = sum(k * d for k, d in enumerate(ds, start=1))
+    n = len(window)
+    return min(1.0, max(0.0, 2.0 * total / (n * (n + 1))))
+
+
+@given(
+    stream=st.lists(st.tuples(unit, unit, unit), min_size=1, max_size=120),
+    window=st.integers(1, 20),
+    gain=st.floats(0.0, 1.0),
+)
+def test_the_running_sums_match_the_batch_fit_on_random_streams(
+    stream: list[Triple], window: int, gain: float
+) -> None:
+    min_samples = min(window, 3)
+    eso = RegressionESO(window=window, min_samples=min_samples, input_gain=gain)
+    for i, sample in enumerate(stream):
+        got = eso.update(*sample)
+        kept = stream[max(0, i + 1 - window) : i + 1]
+        assert got == pytest.approx(batch_f_est(kept, gain, min_samples), abs=1e-15)
+    kept = stream[-window:]
+    if len(kept) >= min_samples:
+        expected, _ = reference_fit(kept)
+        assert eso.coefficients is not None
+        assert np.allclose(eso.coefficients, expected, atol=1e-6)
+
+
+def test_rounding_does_not_build_up_over_a_long_run() -> None:
+    rng = np.random.default_rng(7)
+    eso = RegressionESO(window=15, min_samples=5)
+    stream = [tuple(float(x) for x in rng.random(3)) for _ in range(20_000)]
+    for sample in stream:
+        eso.update(*sample)
+    assert eso.f_est == pytest.approx(batch_f_est(stream[-15:], 0.2, 5), abs=1e-15)
+    # The restored estimator sums its window afresh and holds the same sums, to the bit.
+    restored = RegressionESO.from_state(eso.state())
+    assert restored.f_est == eso.f_est
+    assert restored.update(0.5, 0.9, 0.1) == eso.update(0.5, 0.9, 0.1)

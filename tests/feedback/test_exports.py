@@ -41,6 +41,7 @@ EXPECTED = {
     "ServerError",
     "Snapshot",
     "StateStore",
+    "StoreProxy",
     "StoreStats",
     "SwitchToCache",
     "SyncStore",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import closedloop.server as server
 
 EXPECTED = {
-    "KEY_NAMESPACE", "REFERENCE_AGENTS", "AgentContext", "AgentFactory", "AgentRegistry",
+    "AGENT_ENTRY_POINT_GROUP", "KEY_NAMESPACE", "AgentContext", "AgentFactory", "AgentRegistry",
     "AgentSpec", "ApiKeyInfo", "ApiKeys", "CreatedKey", "Principal",
     "RateLimit", "RateLimiter", "RunHub", "RunManager", "ScopedStore", "ServerSettings",
     "Service", "ServiceMetrics", "TaskBuilder", "TokenBucket", "create_app",

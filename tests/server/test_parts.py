@@ -217,12 +217,59 @@ def test_reference_agents_present_are_listed_and_need_the_world() -> None:
     names = [s.name for s in specs]
     for name in names:
         assert name in ("weather", "flight", "meeting", "report")
-    assert names == sorted(names, key=("weather", "flight", "meeting", "report").index)
+    assert names == sorted(names)
     for spec in specs:
         assert spec.source == "reference" and spec.needs_world
     weather = Path(__file__).parents[2] / "bench/src/closedloop_bench/reference/weather.py"
     if weather.exists():
         assert "weather" in names
+
+
+def _plugin(tmp_path: Path, entries: str, module: str, name: str) -> None:
+    """An installed distribution on ``sys.path``: its metadata and one module."""
+    info = tmp_path / "tidy_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tidy-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[closedloop.agents]\n{entries}\n")
+    (tmp_path / f"{name}.py").write_text(module)
+
+
+def test_the_registry_finds_agents_through_entry_points_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A distribution the library has never heard of: only its metadata names it.
+    _plugin(
+        tmp_path,
+        "calc = tidy_plugin_agents:build_calc\n"
+        "broken = tidy_plugin_agents_missing:build\n"
+        "Bad Name = tidy_plugin_agents:build_calc",
+        '''"""Adds numbers.\n\nMore text."""\n\ndef build_calc(model, *, store):\n    return (model, store)\n''',
+        "tidy_plugin_agents",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    specs = {s.name: s for s in reference_agents()}
+    assert "broken" not in specs and "Bad Name" not in specs
+    calc = specs["calc"]
+    assert (calc.description, calc.source, calc.needs_world) == (
+        "Adds numbers.",
+        "reference",
+        False,
+    )
+    store = MemoryStore()
+    ctx = AgentContext(
+        model=FunctionModel(lambda m, o: ""), store=store, session_id="s", run_id="r"
+    )
+    assert calc.factory(ctx) == (ctx.model, store)
+    assert "calc" in AgentRegistry.with_reference()
+
+
+def test_an_entry_point_that_names_no_callable_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _plugin(tmp_path, "odd = tidy_plugin_values:VALUE", "VALUE = 3\n", "tidy_plugin_values")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigurationError, match=r"closedloop\.agents:odd"):
+        reference_agents()
 
 
 async def test_an_agent_that_needs_the_world_is_refused_without_one() -> None:
@@ -267,3 +314,15 @@ def test_validation_errors_never_carry_the_input() -> None:
         {"where": "body", "problem": "is not valid JSON (error near character 7)"},
         {"where": "body.x", "problem": "is not a known field"},
     ]
+
+
+def test_a_local_world_without_a_provider_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import typer
+
+    from closedloop.cli import _serve
+
+    monkeypatch.setattr(_serve, "entry_points", lambda **_: [])
+    with pytest.raises(typer.BadParameter, match="pip install closedloop-bench"):
+        _serve._local_world()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._exceptions import StaleStateError
-from ..feedback import Record, StateStore
+from ..feedback import Record, StateStore, StoreProxy
 from ..feedback._json import CheckedDocument, check_json, encode_document, freeze_mapping
 from ..feedback._store import record_name
 
@@ -155,7 +155,7 @@ Write = tuple[str, str, Mapping[str, Any], int | None]
 """``(namespace, key, value, expected_version)``: a conditional write waiting for a save."""
 
 
-class RidingWrites:
+class RidingWrites(StoreProxy):
     """The effect ledger's view of a store: its commits ride with the next state save.
 
     A claim must reach the disk before its effect runs, and does (``record_put`` goes
@@ -247,32 +247,3 @@ class RidingWrites:
             if ns == namespace and key.startswith(prefix):
                 merged[key] = record
         return [merged[k] for k in sorted(merged)]
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        await self.flush()
-        return await self.store.record_put(namespace, key, value, expected_version=expected_version)
-
-    async def record_put_fenced(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        token: int,
-        fence: str = "fence",
-    ) -> Record:
-        await self.flush()
-        return await self.store.record_put_fenced(  # type: ignore[attr-defined,no-any-return]
-            namespace, key, value, token=token, fence=fence
-        )
-
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        await self.flush()
-        return await self.store.record_delete(namespace, key)

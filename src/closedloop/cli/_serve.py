@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import os
 import socket
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -175,24 +176,41 @@ def _check_store(url: str | None) -> None:
 def _world_url(world: str | None, stack: contextlib.ExitStack) -> str | None:
     if world is None or not (world == "local" or world.startswith("local:")):
         return world
-    try:
-        from closedloop_bench.world import named_profiles, serve_world
-    except ImportError as exc:
-        raise typer.BadParameter(
-            f"a local world comes with closedloop-bench (pip install closedloop-bench): {exc}",
-            param_hint="--world",
-        ) from None
-
+    provider = _local_world()
     profile = world.partition(":")[2] or "none"
-    if profile not in named_profiles():
+    if profile not in provider.named_profiles():
         raise typer.BadParameter(
-            f"unknown profile {profile!r}; known: {', '.join(named_profiles())}",
+            f"unknown profile {profile!r}; known: {', '.join(provider.named_profiles())}",
             param_hint="--world",
         )
-    handle = stack.enter_context(serve_world(profile))
+    handle = stack.enter_context(provider.serve_world(profile))
     _out.print(f"world ({profile}) on {handle.base_url}", markup=False)
     url: str = handle.base_url
     return url
+
+
+WORLD_ENTRY_POINT_GROUP = "closedloop.worlds"
+
+
+def _local_world() -> Any:
+    """The module an installed distribution declares as the ``local`` world.
+
+    It must offer ``named_profiles()`` and ``serve_world(profile)`` (closedloop-bench
+    declares its world); the library finds it through the installed metadata and never
+    imports a distribution by name.
+    """
+    for entry in entry_points(group=WORLD_ENTRY_POINT_GROUP, name="local"):
+        try:
+            return entry.load()
+        except ImportError as exc:
+            raise typer.BadParameter(
+                f"the local world ({entry.value}) cannot be imported: {exc}",
+                param_hint="--world",
+            ) from None
+    raise typer.BadParameter(
+        "a local world comes with closedloop-bench (pip install closedloop-bench)",
+        param_hint="--world",
+    )
 
 
 def _run(

@@ -26,6 +26,17 @@ estimate could fall on a step with ``q = 0`` just because the effort had risen. 
 the agent's quality has followed effort and setpoint over the window (minimum-norm
 least squares when the window is rank-deficient, ``numpy.linalg.lstsq``'s answer); the
 estimate no longer depends on it.
+
+An update costs O(1): the estimator keeps two running sums over the window, the plain sum
+``S = Σ dᵢ`` and the recency-weighted sum ``T = Σ kᵢ·dᵢ``. Appending ``d`` to a window of
+``n < window`` samples adds ``d`` to ``S`` and ``(n+1)·d`` to ``T``; once the window is
+full, the oldest sample ``d₁`` leaves and every other weight drops by one, so
+``T ← T − S + window·d`` and ``S ← S − d₁ + d``. The sums are kept exactly, as integers
+in units of 2⁻⁶⁰ (each ``d`` rounded to that grid, an error below 10⁻¹⁸), so rounding
+cannot build up over a long run and an estimator restored from its window (``from_state``)
+holds the very sums of the one that was saved: a resumed run continues bit for bit.
+The fit, which only a reader of :attr:`RegressionESO.coefficients` needs, is computed
+when first read after an update and kept until the next.
 """
 
 from __future__ import annotations
@@ -51,6 +62,8 @@ Sample = tuple[float, float, float]
 # minimum-norm solution takes over; the closed form would fit rounding noise there, and
 # its error, about eps/_MIN_CONDITIONING relative, would no longer be negligible.
 _MIN_CONDITIONING = 1e-8
+# The grid the running sums count in: 2⁻⁶⁰, exact in a float, far below any d that matters.
+_UNIT = 2**60
 
 
 def _closed_form(samples: Iterable[Sample], n: int) -> tuple[float, float, float] | None:
@@ -138,7 +151,11 @@ class RegressionESO:
                 "window", window, f"must be >= min_samples ({self.min_samples})"
             )
         self._samples: deque[Sample] = deque(maxlen=self.window)
+        self._units: deque[int] = deque(maxlen=self.window)  # each d in units of 2⁻⁶⁰
+        self._sum = 0  # S = Σ dᵢ over the window, in those units
+        self._weighted = 0  # T = Σ kᵢ·dᵢ, k = 1 (oldest) … n (newest)
         self._coefficients: tuple[float, float, float] | None = None
+        self._fitted = True  # the fit matches the window (None below min_samples)
         self._f_est = 0.0
 
     @property
@@ -148,7 +165,14 @@ class RegressionESO:
 
     @property
     def coefficients(self) -> tuple[float, float, float] | None:
-        """``(a, b, c)`` of the latest fit ``q ≈ a·v + b·w + c``; None before ``min_samples``."""
+        """``(a, b, c)`` of the latest fit ``q ≈ a·v + b·w + c``; None before ``min_samples``.
+
+        Fitted when read (O(window)), once per update at most."""
+        if not self._fitted:
+            n = len(self._samples)
+            if n >= self.min_samples:
+                self._coefficients = _closed_form(self._samples, n) or _min_norm(self._samples)
+            self._fitted = True
         return self._coefficients
 
     @property
@@ -159,28 +183,40 @@ class RegressionESO:
     def reset(self) -> None:
         """Empty the window."""
         self._samples.clear()
+        self._units.clear()
+        self._sum = self._weighted = 0
         self._coefficients = None
+        self._fitted = True
         self._f_est = 0.0
 
     def update(self, control: float, setpoint: float, quality: float) -> float:
-        """Add one sample, refit, and return the new ``f_est``."""
+        """Add one sample and return the new ``f_est`` (O(1); see the module)."""
         v = require_finite("control", control)
         w = require_finite("setpoint", setpoint)
         q = require_finite("quality", quality)
-        self._samples.append((v, w, q))
-        self._refit()
+        sample = (v, w, q)
+        d = round(self._disturbance(sample) * _UNIT)
+        n = len(self._samples)
+        if n == self.window:  # the oldest leaves; every other weight drops by one
+            self._weighted += self.window * d - self._sum
+            self._sum += d - self._units[0]
+        else:
+            self._weighted += (n + 1) * d
+            self._sum += d
+        self._samples.append(sample)
+        self._units.append(d)
+        self._estimate()
         return self._f_est
 
-    def _refit(self) -> None:
+    def _estimate(self) -> None:
         n = len(self._samples)
+        self._coefficients = None
+        self._fitted = n < self.min_samples
         if n < self.min_samples:
-            self._coefficients = None
             self._f_est = 0.0
             return
-        self._coefficients = _closed_form(self._samples, n) or _min_norm(self._samples)
         # Weights 1..n: the weighted mean is the least-squares level under those weights.
-        total = sum(k * self._disturbance(s) for k, s in enumerate(self._samples, start=1))
-        self._f_est = min(1.0, max(0.0, 2.0 * total / (n * (n + 1))))
+        self._f_est = min(1.0, max(0.0, (2 * self._weighted) / (n * (n + 1) * _UNIT)))
 
     def _disturbance(self, sample: Sample) -> float:
         """One step's ``d = (w − q) + b0·v`` in ``[0, 1]``; each term is clipped first, so
@@ -231,9 +267,8 @@ class RegressionESO:
             raise ConfigurationError(
                 "state['samples']", len(samples), f"holds more samples than window={eso.window}"
             )
-        eso._samples.extend(samples)
-        if samples:
-            eso._refit()
+        for sample in samples:  # exact sums: the very ones the saved estimator held
+            eso.update(*sample)
         return eso
 
     def __repr__(self) -> str:

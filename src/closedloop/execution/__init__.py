@@ -43,9 +43,11 @@ from ._action import (
 from ._admission import AdmissionGate, Permit, Throttled
 from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, normalise
 from ._effect import EffectClass, EffectRecord, EffectStatus
-from ._executor import Executor, execute, execute_sync
-from ._ledger import CompensationResult, EffectLedger, RecordStore
+from ._execute import execute, execute_sync
+from ._executor import Executor
+from ._ledger import CompensationResult, EffectLedger
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._record_store import RecordStore
 from ._secret import EnvResolver, Secret, SecretResolver
 
 # The executor's retry policy is the one policy algebra of closedloop.policy. The names

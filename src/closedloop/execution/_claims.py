@@ -15,15 +15,15 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .._exceptions import ConfigurationError, EffectInFlightError
 from .._validation import require_positive
 from ._effect import EffectRecord, EffectStatus
 
-__all__ = ["DEFAULT_LEASE_S", "ClaimRules", "FencedStore", "default_owner"]
+__all__ = ["DEFAULT_LEASE_S", "ClaimRules", "default_owner"]
 
 DEFAULT_LEASE_S = 300.0
 """How long a claim is held without news from its owner: longer than any one call of an
@@ -34,20 +34,6 @@ def default_owner() -> str:
     """A name for a ledger with no owner given: this host and process, and a random tag (two
     ledgers in one process are two owners)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-class FencedStore(Protocol):
-    """A store that can compare-and-set on a fencing token (``BaseStore.record_put_fenced``)."""
-
-    async def record_put_fenced(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        token: int,
-        fence: str = "fence",
-    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from ._inflight import (
 from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
 
-__all__ = ["Executor", "execute", "execute_sync"]
+__all__ = ["EventHook", "Executor", "Sleep"]
 
 
 T = TypeVar("T")
@@ -484,55 +484,3 @@ class Executor:
         if self.ledger is None:
             raise ConfigurationError("ledger", None, f"{what} needs an EffectLedger")
         return self.ledger
-
-
-async def execute(
-    action: AtomicAction,
-    args: Mapping[str, Any] | None = None,
-    *,
-    ledger: EffectLedger | None,
-    task_id: str,
-    step: int,
-    confirmation: Confirmation | None = None,
-    retry: RetryPolicy | None = None,
-    state: Mapping[str, Any] | None = None,
-    sleep: Sleep = asyncio.sleep,
-    rng: random.Random | None = None,
-) -> ActionOutcome:
-    """Run one action once through a fresh :class:`Executor` (see its ``execute``)."""
-    executor = Executor(ledger, sleep=sleep, rng=rng)
-    return await executor.execute(
-        action,
-        args,
-        task_id=task_id,
-        step=step,
-        confirmation=confirmation,
-        retry=retry,
-        state=state,
-    )
-
-
-def execute_sync(
-    action: AtomicAction,
-    args: Mapping[str, Any] | None = None,
-    *,
-    ledger: EffectLedger | None,
-    task_id: str,
-    step: int,
-    confirmation: Confirmation | None = None,
-    retry: RetryPolicy | None = None,
-    state: Mapping[str, Any] | None = None,
-) -> ActionOutcome:
-    """:func:`execute` for code without an event loop."""
-    return asyncio.run(
-        execute(
-            action,
-            args,
-            ledger=ledger,
-            task_id=task_id,
-            step=step,
-            confirmation=confirmation,
-            retry=retry,
-            state=state,
-        )
-    )

@@ -14,8 +14,8 @@ abandoned; a takeover takes the next token first, so the owner it replaced is fe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .._conflict import retry_on_conflict
 from .._exceptions import (
@@ -28,8 +28,9 @@ from .._exceptions import (
 from .._policy import PROGRAMMING_ERRORS, retry_if_result
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
-from ._claims import DEFAULT_LEASE_S, ClaimRules, FencedStore, default_owner
+from ._claims import DEFAULT_LEASE_S, ClaimRules, default_owner
 from ._effect import EffectRecord, EffectStatus
+from ._record_store import FencedStore, RecordStore, StoredRecord
 from ._saga import CompensationResult, compensate_task, describe, index_actions
 
 __all__ = [
@@ -43,40 +44,6 @@ __all__ = [
 _SEQ_CAS_ATTEMPTS = 64
 # A commit whose counter moved under it answers None and takes the next number.
 _COUNTER_MOVED = retry_if_result(lambda committed: committed is None)
-
-
-class StoredRecord(Protocol):
-    """The part of ``closedloop.feedback.Record`` the ledger reads."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def version(self) -> int: ...
-    @property
-    def value(self) -> Mapping[str, Any]: ...
-
-
-class RecordStore(Protocol):
-    """The Records API of ``closedloop.feedback.StateStore``; any StateStore satisfies it."""
-
-    # The signatures repeat StateStore's on purpose: a structural subset keeps execution
-    # free of any import of feedback.
-
-    async def record_get(self, namespace: str, key: str) -> StoredRecord | None:
-        """The record, or None if there is none."""
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> StoredRecord:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-
-    async def record_list(self, namespace: str, prefix: str = "") -> Sequence[StoredRecord]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
 
 
 def _thaw(value: Any) -> Any:

@@ -9,9 +9,7 @@ events on an :class:`EventBus` whose registered strategies answer with
 
 from __future__ import annotations
 
-from ._bus import Delivery, EventBus, HandlerOutcome
-from ._circuit import CircuitBreaker, CircuitState
-from ._events import (
+from .._faults import (
     EmptyResult,
     FaultEvent,
     HandoverRequested,
@@ -20,6 +18,8 @@ from ._events import (
     ServerError,
     TimeoutEvent,
 )
+from ._bus import Delivery, EventBus, HandlerOutcome
+from ._circuit import CircuitBreaker, CircuitState
 from ._handover import (
     HANDOVER_NAMESPACE,
     HandoverDecision,
@@ -46,6 +46,7 @@ from ._provider_state import (
     ProviderSnapshot,
     RedisProviderState,
 )
+from ._proxy import StoreProxy
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
 from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
@@ -87,6 +88,7 @@ __all__ = [
     "ServerError",
     "Snapshot",
     "StateStore",
+    "StoreProxy",
     "StoreStats",
     "SwitchToCache",
     "SyncStore",

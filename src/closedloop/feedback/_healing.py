@@ -17,10 +17,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from .._exceptions import ConfigurationError
+from .._faults import HandoverRequested, RateLimited, SchemaDrift, ServerError, TimeoutEvent
 from .._validation import require_int_at_least, require_positive
 from ._bus import EventBus
 from ._circuit import CircuitBreaker, CircuitState
-from ._events import HandoverRequested, RateLimited, SchemaDrift, ServerError, TimeoutEvent
 from ._handover import HANDOVER_NAMESPACE, escalation_record
 from ._json import JSONValue, check_json, freeze_mapping, thaw
 from ._store import StateStore

@@ -1,7 +1,8 @@
 """``SQLiteStore``: the embedded default state store, one WAL-mode SQLite file.
 
-One dedicated thread owns the connection and runs every operation, so the event loop never
-blocks on disk and SQLite is only ever used from the thread that opened it. Each write
+One dedicated thread owns the connection and runs every operation (``_sqlite_worker.py``),
+so the event loop never blocks on disk and SQLite is only ever used from the thread that
+opened it. Each write
 reads the version and writes inside a ``BEGIN IMMEDIATE`` transaction, under one lock, so
 compare-and-set holds across processes that share the file, not only across tasks. Writes
 that wait for the thread together share one transaction and one sync (group commit, as
@@ -10,19 +11,15 @@ databases batch their log flushes), each in its own savepoint.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
-import functools
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from .._exceptions import ConfigurationError, SessionNotFoundError, StoreUnavailableError
 from .._validation import require_positive
@@ -33,10 +30,10 @@ from ._sqlite_schema import (
     Row,
     expired,
     next_expiry,
-    open_database,
     row_record,
     row_snapshot,
 )
+from ._sqlite_worker import SQLiteWorker
 from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
@@ -50,10 +47,8 @@ from ._store import (
 
 __all__ = ["SQLiteStore"]
 
-_T = TypeVar("_T")
 
-
-class SQLiteStore(BaseStore):
+class SQLiteStore(SQLiteWorker, BaseStore):
     """A :class:`StateStore` in a WAL-mode SQLite file, safe to share between processes.
 
     ``path`` defaults to ``$CLOSEDLOOP_HOME/state.db``; missing parent directories are
@@ -83,7 +78,7 @@ class SQLiteStore(BaseStore):
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self.journal_mode = ""
-        self._writes: collections.deque[_Write] = collections.deque()
+        self._writes = collections.deque()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="closedloop-sqlite")
         try:
             self._executor.submit(self._open).result()
@@ -96,113 +91,6 @@ class SQLiteStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r}, synchronous={self.synchronous!r})"
-
-    # --- the worker thread ---------------------------------------------------------------
-
-    def _open(self) -> None:
-        self._conn, self.journal_mode = open_database(
-            self.path, self._busy_timeout_s, self.synchronous
-        )
-
-    def _run_in_worker(self, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
-        try:
-            conn = self._connection()
-            if not write:
-                # One SELECT in autocommit mode reads one consistent WAL snapshot.
-                return fn(conn)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            self._counters.add("commits")
-            return result
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailableError(f"state store {str(self.path)!r}: {exc}") from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreUnavailableError(f"state store {str(self.path)!r} is closed")
-        return self._conn
-
-    async def _call(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
-        if self._closed:
-            raise StoreUnavailableError(f"state store {str(self.path)!r} is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            if not write:
-                call = functools.partial(self._run_in_worker, fn, write)
-                return await loop.run_in_executor(self._executor, call)
-            done: asyncio.Future[_T] = loop.create_future()
-            self._writes.append(_Write(fn, done, loop))
-            self._executor.submit(self._commit_waiting)
-        except RuntimeError as exc:  # the executor was shut down by a concurrent close()
-            if not self._closed:
-                raise
-            raise StoreUnavailableError(f"state store {str(self.path)!r} is closed") from exc
-        return await done
-
-    def _commit_waiting(self) -> None:
-        """Group commit: every write waiting now, in one transaction and one sync.
-
-        Writes that arrive while a commit syncs wait for the next one, so concurrent runs
-        share the fsync instead of queueing behind one each. Each write runs inside its
-        own savepoint: one that raises is rolled back alone and the others still commit.
-        A write's caller hears back only after the commit, so a write that returned is
-        as durable as before; a failed commit fails every write of the batch.
-        """
-        batch: list[_Write] = []
-        while self._writes:
-            job = self._writes.popleft()
-            if not job.done.cancelled():  # cancelled before it started: never written
-                batch.append(job)
-        if not batch:
-            return  # an earlier call took these writes
-        if len(batch) == 1:
-            job = batch[0]
-            try:
-                _resolve(job, self._run_in_worker(job.fn, True), None)
-            except BaseException as exc:
-                _resolve(job, None, exc)
-            return
-        outcomes: list[tuple[_Write, Any, BaseException | None]] = []
-        try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for job in batch:
-                    conn.execute("SAVEPOINT closedloop_write")
-                    try:
-                        result = job.fn(conn)
-                    except BaseException as exc:  # this write's own failure: only it is undone
-                        conn.execute("ROLLBACK TO closedloop_write")
-                        conn.execute("RELEASE closedloop_write")
-                        outcomes.append((job, None, exc))
-                    else:
-                        conn.execute("RELEASE closedloop_write")
-                        outcomes.append((job, result, None))
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            self._counters.add("commits")
-        except (sqlite3.Error, OSError, StoreUnavailableError) as exc:
-            for job in batch:
-                failure = (
-                    exc
-                    if isinstance(exc, StoreUnavailableError)
-                    else StoreUnavailableError(f"state store {str(self.path)!r}: {exc}")
-                )
-                _resolve(job, None, failure)
-            return
-        for job, result, error in outcomes:
-            if isinstance(error, sqlite3.Error | OSError):
-                error = StoreUnavailableError(f"state store {str(self.path)!r}: {error}")
-            _resolve(job, result, error)
 
     # --- sessions (the checks are BaseStore's) ------------------------------------------------------------------------
 
@@ -529,44 +417,3 @@ class SQLiteStore(BaseStore):
             return cur.rowcount > 0
 
         return await self._call(run, write=True)
-
-    async def close(self) -> None:
-        """Close the file and stop the worker thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-
-        def run() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(self._executor, run)
-        finally:
-            self._executor.shutdown(wait=False)
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """One write waiting for the worker: what to run, and where its caller waits."""
-
-    fn: Callable[[sqlite3.Connection], Any]
-    done: asyncio.Future[Any]
-    loop: asyncio.AbstractEventLoop
-
-
-def _resolve(job: _Write, result: Any, error: BaseException | None) -> None:
-    """Hand a write's outcome to its caller's event loop (from the worker thread)."""
-
-    def settle() -> None:
-        if job.done.cancelled():
-            return
-        if error is None:
-            job.done.set_result(result)
-        else:
-            job.done.set_exception(error)
-
-    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-        job.loop.call_soon_threadsafe(settle)

@@ -1,6 +1,8 @@
-"""The state store contract: ``Snapshot``, ``Record``, ``StateStore`` and shared machinery.
+"""``BaseStore``: the machinery every state store backend shares.
 
-Backends (memory, SQLite, later Redis) share one behaviour, kept here so it cannot drift:
+The contract it implements (``Snapshot``, ``Record``, the ``StateStore`` protocol and the
+field-expiry rules) is in ``_contract.py`` and re-exported here. Backends (memory, SQLite,
+Redis) share one behaviour, kept here so it cannot drift:
 argument checks, the JSON/size gate in front of every write, the secret scrub behind it
 (sessions, records, ledger entries, handover items: nothing is stored with a secret in
 clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
@@ -12,9 +14,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Self
 
 from .._conflict import retry_on_conflict
 from .._exceptions import (
@@ -25,7 +25,8 @@ from .._exceptions import (
 )
 from .._redaction import might_hold_secret, scrub_document
 from .._validation import require_int_at_least, require_positive
-from ._json import CheckedDocument, JSONValue, check_json, encode_document, thaw
+from ._contract import Record, Snapshot, StateStore, StoreStats, live_fields, merge_field_expiry
+from ._json import CheckedDocument, check_json, encode_document
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -44,133 +45,6 @@ DEFAULT_MAX_DOCUMENT_BYTES = 1_000_000
 """Largest session document or record value, in bytes of compact UTF-8 JSON."""
 
 _MAX_ID_LENGTH = 1024
-_NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """An immutable view of one session's state at one version.
-
-    ``data`` is read-only all the way down (objects are read-only mappings, arrays are
-    tuples); :meth:`to_dict` gives a mutable copy to build the next version from.
-    ``field_expires_at`` maps each field that has its own TTL to the time it disappears.
-    """
-
-    session_id: str
-    version: int
-    data: Mapping[str, JSONValue]
-    created_at: float
-    updated_at: float
-    expires_at: float | None
-    field_expires_at: Mapping[str, float] = field(default_factory=lambda: _NO_EXPIRY)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A mutable deep copy of ``data`` (dicts and lists)."""
-        return thaw(self.data)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A small keyed document beside the sessions (effect ledger, handover queue, ...).
-
-    ``version`` is 1 when the record is first written and grows by one on every write.
-    """
-
-    namespace: str
-    key: str
-    version: int
-    value: Mapping[str, JSONValue]
-    updated_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A mutable deep copy of ``value``."""
-        return thaw(self.value)  # type: ignore[no-any-return]
-
-
-@runtime_checkable
-class StateStore(Protocol):
-    """Session-bound state with compare-and-set versions, TTLs, and keyed records.
-
-    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore`` and
-    ``SQLiteStore`` implement it. Values must be JSON-serialisable.
-    """
-
-    # BaseStore, SyncStore and the wrappers (the service's ScopedStore, the agent's deferred
-    # writes) repeat these signatures on purpose: each forwards or implements the protocol
-    # method by method, and nothing but the signature is the same.
-
-    async def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
-    ) -> Snapshot:
-        """Start a session at version 1; ``ConfigurationError`` if a live one has this id."""
-
-    async def get(self, session_id: str) -> Snapshot:
-        """The session's current snapshot; ``SessionNotFoundError`` if unknown or expired."""
-
-    async def put(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
-    ) -> Snapshot:
-        """Replace the session's data if it is still at ``expected_version``."""
-
-    async def update(
-        self,
-        session_id: str,
-        fn: Callable[[Snapshot], Mapping[str, Any]],
-        *,
-        max_attempts: int = 16,
-    ) -> Snapshot:
-        """Read, apply ``fn`` to the snapshot, and compare-and-set the result."""
-
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session; True if a live one was removed."""
-
-    async def gc(self) -> int:
-        """Delete expired sessions and expired fields; return how many of both were removed."""
-
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
-
-    async def close(self) -> None:
-        """Release the backend; later operations raise ``StoreUnavailableError``."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoreStats:
-    """Counters of one store object since it was opened (this process only)."""
-
-    cas_retries: int = 0
-    """``update`` attempts that lost a compare-and-set and read again."""
-    cas_conflicts: int = 0
-    """``StaleStateError``s raised by ``put`` and ``record_put`` (including inside ``update``)."""
-    gc_sessions: int = 0
-    """Expired sessions deleted by ``gc``."""
-    gc_fields: int = 0
-    """Expired fields deleted by ``gc``."""
-    commits: int = 0
-    """Write transactions committed (``SQLiteStore``: under ``synchronous="FULL"`` one fsync
-    each). Writes that wait for the store together share one transaction (group commit),
-    so one commit can carry several callers' writes; other stores count none."""
 
 
 class _Counters:
@@ -192,29 +66,6 @@ class _Counters:
     def snapshot(self) -> StoreStats:
         with self._lock:
             return StoreStats(**self._values)
-
-
-def live_fields(field_expires: Mapping[str, float], now: float) -> dict[str, float]:
-    """The field expiries that have not passed at ``now``."""
-    return {name: at for name, at in field_expires.items() if at > now}
-
-
-def merge_field_expiry(
-    old: Mapping[str, float],
-    new_data: Mapping[str, Any],
-    field_ttl_s: Mapping[str, float],
-    now: float,
-) -> dict[str, float]:
-    """Field expiries after a put.
-
-    A field keeps its expiry across writes (a loop that rewrites the whole document must
-    not make a temporary field immortal) until it expires, is removed from the document,
-    or is given a fresh TTL in ``field_ttl_s``.
-    """
-    merged = {name: at for name, at in old.items() if name in new_data and at > now}
-    for name, ttl in field_ttl_s.items():
-        merged[name] = now + ttl
-    return merged
 
 
 def _check_id(argument: str, value: object) -> str:

@@ -2,8 +2,9 @@
 
 Perception stays independent of the feedback layer's event bus: a tool takes plain
 callbacks, and a bus can subscribe by passing its ``publish`` method as one. The event
-is the feedback layer's own :class:`~closedloop.feedback.RateLimited`, so the default
-healing policy reacts to it.
+is the shared fault event :class:`~closedloop.feedback.RateLimited` (defined beside the
+error type, so neither package imports the other), and the default healing policy
+reacts to it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from .._exceptions import ConfigurationError
-from ..feedback._events import RateLimited
+from .._faults import RateLimited
 
 __all__ = ["EventListener", "PerceptionEvent", "RateLimited", "check_listeners", "emit"]
 

@@ -18,7 +18,7 @@ from ._deps import Service
 from ._metrics import ServiceMetrics
 from ._ratelimit import RateLimit, RateLimiter, TokenBucket
 from ._registry import (
-    REFERENCE_AGENTS,
+    AGENT_ENTRY_POINT_GROUP,
     AgentContext,
     AgentFactory,
     AgentRegistry,
@@ -32,8 +32,8 @@ from ._settings import ServerSettings, open_store
 from ._sse import RunHub
 
 __all__ = [
+    "AGENT_ENTRY_POINT_GROUP",
     "KEY_NAMESPACE",
-    "REFERENCE_AGENTS",
     "AgentContext",
     "AgentFactory",
     "AgentRegistry",

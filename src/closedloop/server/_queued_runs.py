@@ -15,8 +15,9 @@ from typing import Any
 
 from ..feedback import StateStore
 from ._dispatch import QueuedRun, RunQueue
+from ._run_exec import _HubSink
 from ._run_records import run_key, store_scope
-from ._runs import SETTLED, RunManager, _HubSink, _log
+from ._runs import SETTLED, RunManager, _log
 
 __all__ = ["QueuedRunManager"]
 

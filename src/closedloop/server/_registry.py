@@ -1,5 +1,10 @@
 """The agents a service can run: the reference agents, plus any registered in Python.
 
+The reference agents are whatever installed distributions declare in the
+``closedloop.agents`` entry-point group (closedloop-bench declares its four); a factory
+there may ask for ``model``, ``store``, ``base_url``, ``world_url``, ``params`` and
+``trace`` by name, or take ``**options``.
+
     from closedloop.agent import Agent
     from closedloop.server import AgentRegistry, ServerSettings, create_app
 
@@ -20,13 +25,12 @@ calls other than through the store.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, TypeAlias
 
 from .._exceptions import ConfigurationError
@@ -35,7 +39,7 @@ from ..feedback import StateStore
 from ..models import Model
 
 __all__ = [
-    "REFERENCE_AGENTS",
+    "AGENT_ENTRY_POINT_GROUP",
     "AgentContext",
     "AgentFactory",
     "AgentRegistry",
@@ -45,13 +49,10 @@ __all__ = [
     "is_runner",
 ]
 
-REFERENCE_AGENTS = ("weather", "flight", "meeting", "report")
-"""Modules of ``closedloop_bench.reference`` listed by :meth:`AgentRegistry.with_reference`."""
+AGENT_ENTRY_POINT_GROUP = "closedloop.agents"
+"""The entry-point group whose factories :meth:`AgentRegistry.with_reference` lists."""
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,63}$")
-# What a reference module may call its factory besides build_<name>_agent (it may ask for
-# model, store, base_url, world_url, params and trace by name, or take **options).
-_FACTORY_NAMES = ("build_agent", "agent_factory", "make_agent", "create_agent")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,7 +243,7 @@ def is_runner(value: object) -> bool:
     )
 
 
-def _reference_factory(module: Any, function: Callable[..., Any]) -> AgentFactory:
+def _reference_factory(function: Callable[..., Any]) -> AgentFactory:
     parameters = inspect.signature(function).parameters
     accepted = set(parameters)
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -270,39 +271,45 @@ def _reference_factory(module: Any, function: Callable[..., Any]) -> AgentFactor
         )
 
     factory.__doc__ = function.__doc__
-    factory.__qualname__ = f"{module.__name__}.{function.__name__}"
+    factory.__qualname__ = f"{function.__module__}.{function.__qualname__}"
     return factory
 
 
 def reference_agents() -> list[AgentSpec]:
-    """The reference agents present in ``closedloop_bench.reference`` (a missing one is skipped)."""
-    specs: list[AgentSpec] = []
-    for name in REFERENCE_AGENTS:
-        module_name = f"closedloop_bench.reference.{name}"
+    """The agents installed distributions declare in the ``closedloop.agents`` group.
+
+    Each entry names a factory function (``weather =
+    "package.module:build_weather_agent"``); the library finds it through the installed
+    metadata and never imports a distribution by name. An entry that cannot be loaded
+    (a dependency of it missing) is skipped, so the service still starts; the first of
+    two entries with one name wins (an editable and a regular install of one
+    distribution).
+    """
+    specs: dict[str, AgentSpec] = {}
+    for entry in sorted(entry_points(group=AGENT_ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if entry.name in specs or not _NAME.match(entry.name):
+            continue
         try:
-            if importlib.util.find_spec(module_name) is None:
-                continue
-            module = importlib.import_module(module_name)
+            function = entry.load()
         except ImportError:
             continue
-        names = (f"build_{name}_agent", *_FACTORY_NAMES)
-        function = next(
-            (getattr(module, f) for f in names if callable(getattr(module, f, None))), None
-        )
-        if function is None:
-            continue
-        params = set(inspect.signature(function).parameters)
-        doc = inspect.getdoc(module) or inspect.getdoc(function) or ""
-        specs.append(
-            AgentSpec(
-                name=name,
-                factory=_reference_factory(module, function),
-                description=doc.split("\n\n", 1)[0].replace("\n", " "),
-                source="reference",
-                needs_world=bool(params & {"base_url", "world_url"}),
+        if not callable(function):
+            raise ConfigurationError(
+                f"entry point {AGENT_ENTRY_POINT_GROUP}:{entry.name}",
+                entry.value,
+                "must name a callable that builds an agent",
             )
+        params = set(inspect.signature(function).parameters)
+        module = inspect.getmodule(function)
+        doc = (inspect.getdoc(module) if module else None) or inspect.getdoc(function) or ""
+        specs[entry.name] = AgentSpec(
+            name=entry.name,
+            factory=_reference_factory(function),
+            description=doc.split("\n\n", 1)[0].replace("\n", " "),
+            source="reference",
+            needs_world=bool(params & {"base_url", "world_url"}),
         )
-    return specs
+    return list(specs.values())
 
 
 _default: AgentRegistry | None = None

@@ -17,18 +17,19 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError, ReconciliationRequiredError
-from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult, StepRecord, TraceSink
+from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult
 from ..feedback import Record, StateStore
 from ..feedback._handover import redact
 from ..models import MeteredModel, Model
 from ._dispatch import RunQueue
+from ._local_runs import LocalRuns, _Local
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext, AgentRegistry
+from ._run_exec import _HubSink, drive, result_changes, sink_agent_name
 from ._run_records import (
     RUNS,
     agent_session,
@@ -43,21 +44,11 @@ from ._run_records import (
     store_scope,
     update_run,
 )
-from ._sse import RunHub, TraceTail, step_event
+from ._sse import RunHub, TraceTail
 from ._takeover import hand_over_pending_effect, next_move
 from ._workers import idempotent_task_id
 
 __all__ = ["RUNS", "SETTLED", "RunManager", "agent_session", "run_key", "run_key_of"]
-
-RAISED_HALTS = frozenset(
-    {
-        HaltReason.ERROR,
-        HaltReason.SECRET_UNAVAILABLE,
-        HaltReason.MODEL_UNAVAILABLE,
-        HaltReason.MODEL_UNREACHABLE,
-    }
-)
-"""Halts that something raised inside the run: its record's status is ``error``."""
 
 SETTLED = ("waiting", "ended", "error")
 """What :meth:`RunManager.continue_run` answers when it executes nothing: the run waits on
@@ -66,38 +57,7 @@ a person, had ended, or could not be rebuilt (its record says why)."""
 _log = logging.getLogger("closedloop.server")
 
 
-class _HubSink:
-    """Publishes each step to the run's channel and counts it in the metrics."""
-
-    def __init__(self, hub: RunHub, key: str, metrics: ServiceMetrics) -> None:
-        self.hub = hub
-        self.key = key
-        self.channel = hub.open(key)
-        self.agent = ""
-        self.metrics = metrics
-
-    def discard(self) -> None:
-        """The run never started: drop its channel."""
-        self.hub.close(self.key)
-
-    async def write(self, record: StepRecord) -> None:
-        self.metrics.step(self.agent, record)
-        self.channel.publish(step_event(record))
-
-    async def close(self, result: RunResult) -> None:
-        return None
-
-
-@dataclass
-class _Local:
-    """A run executing in this process: its task, and the event that asks it to stop."""
-
-    cancel: asyncio.Event
-    agent_watches_cancel: bool = True
-    task: asyncio.Task[None] = field(init=False)
-
-
-class RunManager:
+class RunManager(LocalRuns):
     """Starts, resumes, cancels and records runs; one per app."""
 
     def __init__(
@@ -122,16 +82,11 @@ class RunManager:
         self.tool_transport = tool_transport  # the tools' gate (an httpx transport) or None
         self._clock = clock
         self._wall = wall_clock
-        self._local: dict[str, _Local] = {}
+        super().__init__()
         self.queue: RunQueue | None = None  # set when runs are dispatched through a queue
 
     def __repr__(self) -> str:
         return f"RunManager(local_runs={len(self._local)})"
-
-    @property
-    def local_runs(self) -> int:
-        """Runs executing in this process now."""
-        return len(self._local)
 
     def trace_path(self, run_id: str) -> Path:
         """Where a run's trace goes (``closedloop trace show RUN_ID`` finds it there too)."""
@@ -418,12 +373,12 @@ class RunManager:
         sink = ctx.trace
         assert sink is not None
         run_id = ctx.run_id
-        agent_name = _agent_name(sink)
+        agent_name = sink_agent_name(sink)
         started = self._clock()
         self.metrics.runs_active.inc()
         try:
             try:
-                result = await self._drive(agent, task, ctx, sink, local, handover_id, recover)
+                result = await drive(agent, task, ctx, sink, local.cancel, handover_id, recover)
             except ReconciliationRequiredError as exc:
                 if not recover:
                     raise
@@ -490,30 +445,6 @@ class RunManager:
         self.metrics.handovers.labels("created").inc()
         _log.info("run %s: pending effect handed over (%s)", key.split("/", 1)[1], agent_name)
 
-    async def _drive(
-        self,
-        agent: Any,
-        task: Any,
-        ctx: AgentContext,
-        sink: TraceSink,
-        local: _Local,
-        handover_id: str | None,
-        recover: bool = False,
-    ) -> RunResult:
-        session = agent_session(ctx.session_id, ctx.run_id)
-        if isinstance(agent, Agent):
-            if recover:
-                return await agent.recover(session, task=task, trace=sink, cancel=local.cancel)
-            if handover_id is None:
-                return await agent.run(task, session_id=session, trace=sink, cancel=local.cancel)
-            return await agent.resume(handover_id, task=task, trace=sink, cancel=local.cancel)
-        result: RunResult
-        if handover_id is None:
-            result = await agent.run(task, session_id=session)
-        else:
-            result = await agent.resume(handover_id, task)
-        return result
-
     async def _record_result(
         self,
         store: StateStore,
@@ -526,23 +457,7 @@ class RunManager:
         halt = result.halt_reason
         frozen = halt is HaltReason.HANDOVER and result.handover_id is not None
         rejected = frozen and not await handover_pending(store, result.handover_id)
-        status = "handover" if frozen and not rejected else "done"
-        if halt is HaltReason.CANCELLED:
-            status = "cancelled"
-        elif halt in RAISED_HALTS:  # raised in the run
-            status = "error"
-        changes = {
-            "status": status,
-            "halt_reason": halt.value,
-            "success": result.success,
-            "answer": redact(result.answer),
-            "message": redact(result.message),
-            "handover_id": result.handover_id,
-            "agent_run_id": result.run_id,
-            "fields": redact(result.fields),
-        }
-        if result.steps:
-            changes["steps"] = result.steps[-1].step + 1
+        changes = result_changes(result, handed_over=frozen and not rejected)
         await self.update(store, key, changes, timing=(self._clock() - started, metered))
         if frozen and not rejected:
             self.metrics.handovers.labels("created").inc()
@@ -550,7 +465,7 @@ class RunManager:
             self.metrics.runs_finished.labels(
                 agent_name, halt.value, str(result.success).lower()
             ).inc()
-        _log.info("run %s: %s (%s)", key.split("/", 1)[1], status, halt.value)
+        _log.info("run %s: %s (%s)", key.split("/", 1)[1], changes["status"], halt.value)
 
     # --- reading and changing records -------------------------------------------------
 
@@ -565,65 +480,9 @@ class RunManager:
         """Merge ``changes`` into a run record by compare-and-set (retrying lost races)."""
         return await update_run(store, key, changes, now=self._wall, timing=timing)
 
-    def is_local(self, store: StateStore, key: str) -> bool:
-        """Whether the run executes in this process now."""
-        return f"{store_scope(store)}/{key}" in self._local
-
-    def cancel(self, store: StateStore, key: str) -> bool:
-        """Ask a run executing here to stop (it ends ``cancelled``); False if not here.
-
-        An ``Agent`` watches the event and ends its run itself; a runner, which takes no
-        cancel event, has its task cancelled (its loop records that as ``cancelled``).
-        """
-        local = self._local.get(f"{store_scope(store)}/{key}")
-        if local is None:
-            return False
-        local.cancel.set()
-        if not local.agent_watches_cancel:
-            local.task.cancel()
-        return True
-
-    async def stop_session(self, store: StateStore, session_id: str, timeout_s: float) -> None:
-        """Cancel every run of a session executing here and wait (bounded) for them."""
-        prefix = f"{store_scope(store)}/{session_id}/"
-        jobs = [(k, v) for k, v in self._local.items() if k.startswith(prefix)]
-        for _, local in jobs:
-            local.cancel.set()
-            if not local.agent_watches_cancel:
-                local.task.cancel()
-        if jobs:
-            await asyncio.wait([local.task for _, local in jobs], timeout=timeout_s)
-        for _, local in jobs:
-            if not local.task.done():
-                local.task.cancel()
-
     async def delete_run(self, store: StateStore, record: Record) -> None:
         """Remove a run's record, task state, ledger entries, handovers and trace."""
         run_id = await delete_run_state(store, record)
         if run_id:
             directory = self.trace_path(run_id).parent
             await asyncio.to_thread(shutil.rmtree, directory, True)
-
-    async def wait_idle(self) -> None:
-        """Wait until no run executes here (runs started meanwhile are waited for too)."""
-        while self._local:
-            await asyncio.wait([local.task for local in list(self._local.values())])
-
-    async def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Cancel every run executing here and wait for them to record it."""
-        jobs = [local.task for local in self._local.values()]
-        for local in self._local.values():
-            local.cancel.set()
-        if jobs:
-            _, pending = await asyncio.wait(jobs, timeout=timeout_s)
-            for job in pending:
-                job.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=timeout_s)
-
-
-def _agent_name(sink: Any) -> str:
-    for inner in getattr(sink, "sinks", ()):
-        if isinstance(inner, _HubSink):
-            return inner.agent
-    return "unknown"

@@ -70,7 +70,7 @@ from ._agents_common import (
     words,
 )
 
-__all__ = ["FlightRules", "build_flight_agent", "price_tolerance", "run"]
+__all__ = ["FlightRules", "build_flight_agent", "price_tolerance", "run_flight"]
 
 _LEXICON = words(
     "帮我查 最便宜的 最便宜 还有余票的 还有余票 有余票 余票 航班 是哪一班 多少钱 从 到 飞 之间 哪天 要有 "
@@ -351,4 +351,4 @@ def build_flight_agent(
     )  # fmt: skip
 
 
-run = task_runner(build_flight_agent, "flight")
+run_flight = task_runner(build_flight_agent, "flight")

@@ -57,7 +57,7 @@ from ._agents_common import (
 )
 from ._tasks import ReferenceTask
 
-__all__ = ["MeetingRules", "build_meeting_agent", "run", "slot_seen_free"]
+__all__ = ["MeetingRules", "build_meeting_agent", "run_meeting", "slot_seen_free"]
 
 _LEXICON = words(
     "查一下 的天气 天气 顺便看看 空不空 列出空闲时段 有空吗 以 的名义 订 开一小时会 开一小时室内会 要开 个人的会 "
@@ -366,4 +366,4 @@ def build_meeting_agent(
     )  # fmt: skip
 
 
-run = task_runner(build_meeting_agent, "meeting")
+run_meeting = task_runner(build_meeting_agent, "meeting")

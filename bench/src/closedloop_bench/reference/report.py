@@ -54,7 +54,7 @@ from ._agents_common import (
 )
 from ._tasks import ReferenceTask
 
-__all__ = ["ReportRules", "build_report_agent", "grounded_numbers", "read_number", "run"]
+__all__ = ["ReportRules", "build_report_agent", "grounded_numbers", "read_number", "run_report"]
 
 # metric -> (request phrases, longest first), the document's labels (zh, en), range
 _METRICS: dict[str, tuple[tuple[str, ...], tuple[str, str], tuple[float, float]]] = {
@@ -369,4 +369,4 @@ def build_report_agent(
     )  # fmt: skip
 
 
-run = task_runner(build_report_agent, "report")
+run_report = task_runner(build_report_agent, "report")

@@ -65,7 +65,7 @@ from ._agents_common import (
 )
 from ._tasks import ReferenceTask
 
-__all__ = ["WeatherRules", "build_weather_agent", "run"]
+__all__ = ["WeatherRules", "build_weather_agent", "run_weather"]
 
 _LEXICON = words(
     "的天气怎么样 的天气如何 天气怎么样 天气如何 的天气 天气状况 天气 怎么样 如何 查一下 请给出 给出 "
@@ -269,4 +269,4 @@ def build_weather_agent(
     )  # fmt: skip
 
 
-run = task_runner(build_weather_agent, "weather")
+run_weather = task_runner(build_weather_agent, "weather")

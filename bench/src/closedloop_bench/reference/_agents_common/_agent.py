@@ -407,7 +407,7 @@ class TaskRunner(Protocol):
 
 
 def task_runner(build: Callable[..., ReferenceAgent], domain: str) -> TaskRunner:
-    """A domain's ``run``: build a fresh agent with ``build`` and run one task on it."""
+    """A domain's ``run_<domain>``: build a fresh agent with ``build`` and run one task on it."""
 
     async def run(
         task: ReferenceTask | str,

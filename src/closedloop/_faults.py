@@ -1,7 +1,9 @@
 """Fault events the healing strategies react to.
 
-Perception and execution publish these on an :class:`EventBus`; strategies registered up
-front answer with :class:`HealingAction`s, so the loop never branches on error types.
+Perception and execution publish these on the feedback layer's ``EventBus``; strategies
+registered up front answer with ``HealingAction``s, so the loop never branches on error
+types. The events live beside the shared error type, outside both packages, because
+perception emits them and feedback reacts to them, and neither may import the other.
 The strategies read events structurally (``source``, ``session_id``, ``retry_after_s``,
 ...), so an event class defined elsewhere with the same attributes works with them too.
 """
@@ -10,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._exceptions import ConfigurationError
-from .._validation import require_non_negative, require_positive
+from ._exceptions import ConfigurationError
+from ._validation import require_non_negative, require_positive
 
 __all__ = [
     "EmptyResult",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from closedloop import ConfigurationError, ModelError
 from closedloop.harness import (
-    Budget,
+    BatchBudget,
     CodeTask,
     Generation,
     ModelGenerator,
@@ -74,17 +74,17 @@ POLICIES = [
 
 def test_a_budget_names_a_total() -> None:
     with pytest.raises(ConfigurationError, match="generations, tokens or both"):
-        Budget()
+        BatchBudget()
     with pytest.raises(ConfigurationError, match="tokens"):
-        Budget(tokens=0)
-    assert Budget(generations=3).spent(3, 0) and not Budget(generations=3).spent(2, 10**9)
-    assert Budget(generations=9, tokens=100).spent(1, 100)
+        BatchBudget(tokens=0)
+    assert BatchBudget(generations=3).spent(3, 0) and not BatchBudget(generations=3).spent(2, 10**9)
+    assert BatchBudget(generations=9, tokens=100).spent(1, 100)
 
 
 async def test_a_generation_budget_must_cover_round_one() -> None:
     gen = ModelGenerator(table_model(never))
     with pytest.raises(ConfigurationError, match="round 1 of all 3 tasks"):
-        await run_budgeted(tasks(3), gen, resample_until_pass(), Budget(generations=2))
+        await run_budgeted(tasks(3), gen, resample_until_pass(), BatchBudget(generations=2))
 
 
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
@@ -95,7 +95,7 @@ async def test_every_policy_spends_the_generation_total_exactly(policy: object) 
         tasks(5),
         gen,
         policy,
-        Budget(generations=17),
+        BatchBudget(generations=17),
         evaluator=evaluator,  # type: ignore[arg-type]
     )
     # Nothing is ever solved, so every policy has a use for every generation.
@@ -111,7 +111,7 @@ async def test_an_even_share_is_equal_and_the_remainder_goes_first() -> None:
         tasks(4),
         gen,
         spread_evenly(blind_retry()),
-        Budget(generations=10),
+        BatchBudget(generations=10),
         evaluator=ScriptedEvaluator(),
     )
     assert [len(r.rounds) for r in run.results] == [3, 3, 2, 2]
@@ -120,7 +120,7 @@ async def test_an_even_share_is_equal_and_the_remainder_goes_first() -> None:
 async def test_a_token_budget_stops_once_reached_and_overshoots_by_one_generation_at_most() -> None:
     gen = ModelGenerator(table_model(never))
     run = await run_budgeted(
-        tasks(3), gen, resample_until_pass(), Budget(tokens=400), evaluator=ScriptedEvaluator()
+        tasks(3), gen, resample_until_pass(), BatchBudget(tokens=400), evaluator=ScriptedEvaluator()
     )
     last = run.allocations[-1]
     assert run.tokens >= 400 > run.tokens - (last.prompt_tokens + last.completion_tokens)
@@ -133,7 +133,7 @@ async def test_solved_problems_release_their_share_to_the_rest() -> None:
         return 4 if problem == 0 or (seed or 0) >= 4 else 2
 
     gen = ModelGenerator(table_model(passes))
-    budget = Budget(generations=6)
+    budget = BatchBudget(generations=6)
     even = await run_budgeted(
         tasks(2), gen, spread_evenly(blind_retry()), budget, evaluator=ScriptedEvaluator()
     )
@@ -160,7 +160,7 @@ async def test_no_policy_ever_returns_a_program_worse_than_one_it_had() -> None:
             tasks(6),
             gen,
             policy,
-            Budget(generations=30),
+            BatchBudget(generations=30),
             evaluator=ScriptedEvaluator(),  # type: ignore[arg-type]
         )
         assert run.returned_regressed == 0
@@ -197,7 +197,7 @@ def test_the_lyapunov_reading_of_a_problem() -> None:
 
 
 def test_a_falling_error_goes_first_and_keeps_its_action() -> None:
-    session = error_driven().start([TASK], Budget(generations=10))
+    session = error_driven().start([TASK], BatchBudget(generations=10))
     views = [
         view(0, [2]),  # open, fresh
         view(1, [0, 2], ["prompt", "resample@0.6"]),  # V fell in its last round
@@ -210,7 +210,7 @@ def test_a_falling_error_goes_first_and_keeps_its_action() -> None:
 
 
 def test_stuck_problems_release_their_share_until_nothing_else_is_open() -> None:
-    session = error_driven(patience=2).start([TASK], Budget(generations=10))
+    session = error_driven(patience=2).start([TASK], BatchBudget(generations=10))
     stuck = view(0, [1, 1, 1])
     fresh = view(1, [1, 1, 1, 1, 1][:2])  # one round without a fall: still open
     choice = session.choose([stuck, fresh])
@@ -221,7 +221,9 @@ def test_stuck_problems_release_their_share_until_nothing_else_is_open() -> None
 
 
 def test_the_action_is_the_one_measured_to_lower_V_most_often() -> None:
-    session = error_driven(("resample", "resample@0.6", "pid")).start([TASK], Budget(generations=9))
+    session = error_driven(("resample", "resample@0.6", "pid")).start(
+        [TASK], BatchBudget(generations=9)
+    )
     v = view(0, [1, 1])
     first = session.choose([v])
     assert first is not None and first.action == "resample"  # untried: the first listed
@@ -233,7 +235,7 @@ def test_the_action_is_the_one_measured_to_lower_V_most_often() -> None:
     choice = session.choose([v])
     assert choice is not None and choice.action == "resample@0.6"
     assert "1/1 rounds lowered V" in choice.reason
-    pid = error_driven(("pid",)).start([TASK], Budget(generations=9)).choose([v])
+    pid = error_driven(("pid",)).start([TASK], BatchBudget(generations=9)).choose([v])
     assert (
         pid is not None and pid.feedback.text is not None and "Failing tests" in pid.feedback.text
     )
@@ -248,7 +250,7 @@ async def test_allocations_are_recorded_with_their_reason() -> None:
         tasks(3),
         gen,
         error_driven(("resample",)),
-        Budget(generations=9),
+        BatchBudget(generations=9),
         evaluator=ScriptedEvaluator(),
     )
     first = [a for a in run.allocations if a.round == 1]
@@ -281,7 +283,7 @@ async def test_blind_retry_spread_evenly_makes_the_calls_of_a_per_round_run() ->
     replay = ModelGenerator(table_model(never), temperature=0.2, cache=cache, cache_only=True)
     for policy in (spread_evenly(blind_retry()), spread_evenly(blind_retry(0.6))):
         run = await run_budgeted(
-            batch, replay, policy, Budget(generations=9), evaluator=ScriptedEvaluator()
+            batch, replay, policy, BatchBudget(generations=9), evaluator=ScriptedEvaluator()
         )
         assert run.misses == 0 and all(a.cached for a in run.allocations)
     assert replay.calls == 0
@@ -292,11 +294,19 @@ async def test_a_cache_only_replay_records_misses_and_estimates_their_cost() -> 
     batch = tasks(2)
     warm = ModelGenerator(table_model(never), temperature=0.2, cache=cache)
     await run_budgeted(
-        batch, warm, resample_until_pass(), Budget(generations=4), evaluator=ScriptedEvaluator()
+        batch,
+        warm,
+        resample_until_pass(),
+        BatchBudget(generations=4),
+        evaluator=ScriptedEvaluator(),
     )
     replay = ModelGenerator(table_model(never), temperature=0.2, cache=cache, cache_only=True)
     run = await run_budgeted(
-        batch, replay, resample_until_pass(), Budget(generations=6), evaluator=ScriptedEvaluator()
+        batch,
+        replay,
+        resample_until_pass(),
+        BatchBudget(generations=6),
+        evaluator=ScriptedEvaluator(),
     )
     assert run.generations == 6 and run.misses == 2 == replay.misses
     missed = [a for a in run.allocations if a.miss]
@@ -343,7 +353,7 @@ async def test_any_batch_spends_at_most_its_total_and_returns_its_best(
         tasks(problems),
         gen,
         POLICIES[which],
-        Budget(generations=total),
+        BatchBudget(generations=total),
         evaluator=ScriptedEvaluator(),
     )
     assert run.generations <= total

@@ -8,7 +8,7 @@ EXPECTED = {
     "AllocationRecord",
     "BatchPolicy",
     "BatchSession",
-    "Budget",
+    "BatchBudget",
     "BudgetBenchConfig",
     "BudgetReport",
     "BudgetRun",

@@ -10,7 +10,7 @@ strategy decides what the generator hears next: :func:`blind_retry`, :func:`self
 line, a diff against the best program). Stop policies (:func:`stop_when_target_met`,
 :func:`stop_on_lyapunov`, :func:`stop_on_fixed_point`, ...) combine with ``|``.
 
-A batch can also be refined under one total (:class:`Budget`, in generations or tokens):
+A batch can also be refined under one total (:class:`BatchBudget`, in generations or tokens):
 :func:`run_budgeted` asks a policy where each generation goes: :func:`spread_evenly`,
 :func:`resample_until_pass`, or :func:`error_driven`, the allocator driven by each
 problem's measured error; :func:`cost_curve` and :func:`compare_at` read the runs at
@@ -46,9 +46,9 @@ from ._bench import BenchConfig, BenchReport, LoopGainStop, render_report, run_r
 from ._bench_budget import BudgetBenchConfig, BudgetReport, policy_from_spec, run_budget_bench
 from ._budget import (
     AllocationRecord,
+    BatchBudget,
     BatchPolicy,
     BatchSession,
-    Budget,
     BudgetRun,
     Choice,
     MemoEvaluator,
@@ -121,12 +121,12 @@ __all__ = [
     "AllocationRecord",
     "AnyStop",
     "Auto",
+    "BatchBudget",
     "BatchPolicy",
     "BatchSession",
     "BenchConfig",
     "BenchReport",
     "BlindRetry",
-    "Budget",
     "BudgetBenchConfig",
     "BudgetReport",
     "BudgetRun",

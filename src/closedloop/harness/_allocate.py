@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_temperature
-from ._budget import Budget, Choice, ProblemView
+from ._budget import BatchBudget, Choice, ProblemView
 from ._prompts import initial_messages
 from ._strategies import Feedback, Strategy, StrategySession
 from ._tasks import CodeTask
@@ -75,7 +75,7 @@ class SpreadEvenly:
     def name(self) -> str:
         return f"even:{self.strategy.name}"
 
-    def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _EvenSession:
+    def start(self, tasks: Sequence[CodeTask], budget: BatchBudget) -> _EvenSession:
         """A session over ``tasks`` with each problem's share of ``budget``."""
         n = len(tasks)
         quotas = None
@@ -139,7 +139,7 @@ class ResampleUntilPass:
         t = self.temperature
         return "resample_until_pass" if t is None else f"resample_until_pass@{t:g}"
 
-    def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _ResampleSession:
+    def start(self, tasks: Sequence[CodeTask], budget: BatchBudget) -> _ResampleSession:
         """A session over ``tasks``; the budget is the runner's to enforce."""
         return _ResampleSession(self.temperature, self.name)
 
@@ -223,7 +223,7 @@ class ErrorDriven:
             else ("allocator:" + ",".join(self.actions))
         )
 
-    def start(self, tasks: Sequence[CodeTask], budget: Budget) -> _ErrorDrivenSession:
+    def start(self, tasks: Sequence[CodeTask], budget: BatchBudget) -> _ErrorDrivenSession:
         """A session over ``tasks``: per-action counts start at zero."""
         parsed = [_parse_action(a) for a in self.actions]
         return _ErrorDrivenSession(

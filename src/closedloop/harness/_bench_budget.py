@@ -26,7 +26,7 @@ from ..models import Completion, MessagesInput, Model, ModelRequest, load_model
 from ._allocate import error_driven, resample_until_pass, spread_evenly
 from ._auto import strategy_from_spec
 from ._bench import BenchConfig, _tasks
-from ._budget import BatchPolicy, Budget, BudgetRun, MemoEvaluator, run_budgeted
+from ._budget import BatchBudget, BatchPolicy, BudgetRun, MemoEvaluator, run_budgeted
 from ._budget_report import plot_allocation, plot_cost_curves
 from ._cache import GenerationCache
 from ._curves import Unit, common_cost, compare_at, cost_curve
@@ -103,9 +103,9 @@ class BudgetBenchConfig:
         if self.cache_only and self.cache_path is None:
             raise ConfigurationError("cache_only", True, "needs --cache, the file to replay")
 
-    def budget(self) -> Budget:
-        """The total as a :class:`Budget`."""
-        return Budget(generations=self.generations, tokens=self.tokens)
+    def budget(self) -> BatchBudget:
+        """The total as a :class:`BatchBudget`."""
+        return BatchBudget(generations=self.generations, tokens=self.tokens)
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ equal sample budget the gains of self-repair are "often modest, sometimes absent
 (Olausson et al., ICLR 2024). What a controller can do with a fixed total is *allocate*
 it. :func:`run_budgeted` gives every problem its round 1 (the task prompt, shared by
 every policy), then asks a :class:`BatchPolicy` which problem gets the next generation,
-with which messages and temperature, until the :class:`Budget` is spent or the policy has
+with which messages and temperature, until the :class:`BatchBudget` is spent or the policy has
 nothing left worth trying. Every generation is recorded (:class:`AllocationRecord`: which
 problem, why, what it scored, the cumulative cost), so pass rate against tokens is read
 straight off the record (``_curves``).
@@ -43,9 +43,9 @@ from ._tasks import CodeTask
 
 __all__ = [
     "AllocationRecord",
+    "BatchBudget",
     "BatchPolicy",
     "BatchSession",
-    "Budget",
     "BudgetRun",
     "Choice",
     "MemoEvaluator",
@@ -57,7 +57,7 @@ _FROZEN = ConfigDict(frozen=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
+class BatchBudget:
     """The total for a batch: generations, tokens (prompt + completion), or both.
 
     A generation starts only while the totals are not reached: a generation budget is met
@@ -180,7 +180,7 @@ class BatchPolicy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def start(self, tasks: Sequence[CodeTask], budget: Budget) -> BatchSession:
+    def start(self, tasks: Sequence[CodeTask], budget: BatchBudget) -> BatchSession:
         """A session over ``tasks`` with ``budget`` to spend."""
         ...
 
@@ -405,7 +405,7 @@ async def run_budgeted(
     tasks: Sequence[CodeTask],
     generator: Generator,
     policy: BatchPolicy,
-    budget: Budget,
+    budget: BatchBudget,
     *,
     evaluator: Evaluator | None = None,
     seed: int | None = 0,

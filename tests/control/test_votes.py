@@ -163,8 +163,13 @@ def test_weighted_vote() -> None:
 @given(a=st.integers(0, 60), b=st.integers(0, 60))
 def test_beta_superiority_is_a_probability_that_grows_with_the_lead(a: int, b: int) -> None:
     p = beta_superiority(a, b)
-    assert 0.0 < p < 1.0
-    assert beta_superiority(a + 1, b) > p > beta_superiority(a, b + 1)
+    assert 0.0 <= p <= 1.0
+    up, down = beta_superiority(a + 1, b), beta_superiority(a, b + 1)
+    assert up >= p >= down
+    # Strictly, wherever a float can tell the values apart from the bounds (a lead of 53
+    # to 0 is within 1e-16 of certain and rounds to 1.0).
+    if 1e-9 < p < 1.0 - 1e-9:
+        assert up > p > down
 
 
 @settings(max_examples=80, deadline=None)

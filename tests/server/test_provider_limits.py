@@ -156,5 +156,4 @@ def test_a_reference_factory_that_takes_a_transport_gets_the_tools_gate() -> Non
         model=RoutingModel(), store=MemoryStore(), session_id="s", run_id="r",
         world_url="http://world.test", tool_transport=marker,
     )  # fmt: skip
-    module = type("module", (), {"__name__": "reference_test"})
-    assert _reference_factory(module, build)(ctx)["transport"] is marker
+    assert _reference_factory(build)(ctx)["transport"] is marker

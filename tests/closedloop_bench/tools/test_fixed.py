@@ -40,3 +40,12 @@ async def test_with_no_majority_the_greedy_call_stands_and_junk_votes_for_nothin
     attempt = await StrictVotes(3).solve(TASK, _model([right, "not json", WRONG], []))
     assert score(TASK, attempt.calls, attempt.final_text).success
     assert attempt.extra["votes"] == 1
+
+
+def test_a_vote_of_no_samples_is_refused_under_its_own_name() -> None:
+    import pytest
+
+    from closedloop import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="svotes@0"):
+        StrictVotes(0)

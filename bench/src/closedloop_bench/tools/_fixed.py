@@ -134,7 +134,7 @@ class Votes:
     fixed: bool = True
 
     def __post_init__(self) -> None:
-        _count("votes", "the vote count k", self.k)
+        _count(self.name.partition("@")[0], "the vote count k", self.k)
 
     @property
     def name(self) -> str:
@@ -168,20 +168,12 @@ class Votes:
 
 
 @dataclass(frozen=True, slots=True)
-class StrictVotes:
+class StrictVotes(Votes):
     """``k`` samples of the constrained call, the first greedy, and a majority vote.
 
     A sample that does not parse votes for nothing; ties go to the earlier sample, so with
-    no majority the greedy call stands (as the sample bank's replay decides)."""
-
-    k: int = 3
-    temperature: float = VOTE_TEMPERATURE
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    clock: Callable[[], float] = time.perf_counter
-    fixed: bool = True
-
-    def __post_init__(self) -> None:
-        _count("svotes", "the vote count k", self.k)
+    no majority the greedy call stands (as the sample bank's replay decides). The settings
+    are those of :class:`Votes`."""
 
     @property
     def name(self) -> str:

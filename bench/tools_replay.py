@@ -3,7 +3,9 @@ the calibration of the sensors, in seconds and without a model.
 
     python bench/tools_replay.py \
         --bank bench/results/tools/bank/qwen2.5-coder-0.5b-eval.jsonl.gz \
-        --weak-bank bench/results/tools/bank/smollm2-135m-eval.jsonl.gz
+        --weak-bank bench/results/tools/bank/smollm2-135m-eval.jsonl.gz \
+        --dev-bank bench/results/tools/bank/qwen2.5-coder-0.5b-dev.jsonl.gz \
+        --dev-weak-bank bench/results/tools/bank/smollm2-135m-dev.jsonl.gz
 
 Writes plane.json, stream.json and calibration-bank.json (each with its PNG) under
 --out-dir (bench/results/tools by default); each JSON records the command that rewrites it.
@@ -26,6 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bank", type=Path, required=True, help="the strong model's bank")
     parser.add_argument("--weak-bank", type=Path, default=None, help="the weak model's bank")
     parser.add_argument("--tasks", type=Path, default=DATA_DIR / "eval.jsonl")
+    parser.add_argument(
+        "--dev-bank",
+        type=Path,
+        default=None,
+        help="the strong model's bank on the development split: the stream's fixed "
+        "threshold and a controller's gains are chosen on it",
+    )
+    parser.add_argument(
+        "--dev-weak-bank", type=Path, default=None, help="the weak model's development bank"
+    )
+    parser.add_argument("--dev-tasks", type=Path, default=DATA_DIR / "dev.jsonl")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--alpha", type=float, default=0.1, help="the risk target")
     parser.add_argument("--window", type=int, default=40, help="accepted calls per rolling error")
@@ -36,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         bank=args.bank,
         weak_bank=args.weak_bank,
         tasks=args.tasks,
+        dev_bank=args.dev_bank,
+        dev_weak_bank=args.dev_weak_bank,
+        dev_tasks=args.dev_tasks,
         out_dir=args.out_dir,
         alpha=args.alpha,
         window=args.window,

@@ -73,6 +73,7 @@ EXPECTED: dict[str, set[str]] = {
         "ConfidenceStop",
         "ConformalPID",
         "FixedVotes",
+        "QuantileThreshold",
         "StopRule",
         "WindowStop",
         "beta_superiority",

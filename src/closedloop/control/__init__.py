@@ -69,6 +69,7 @@ from ._tuning import DEFAULT_LEVELS, TuningResult, tune_gains
 # --- spending only when unsure: adaptive votes and a risk controller on the threshold ---
 # isort: split
 from ._risk import AdaptiveThreshold, ConformalPID
+from ._risk_quantile import QuantileThreshold
 from ._votes import (
     BetaStop,
     ConfidenceStop,
@@ -119,6 +120,7 @@ __all__ = [
     "LyapunovVerdict",
     "Protocol",
     "ProtocolSelector",
+    "QuantileThreshold",
     "RegressionESO",
     "RetryBudget",
     "RetryBudgetConfig",

@@ -12,6 +12,7 @@ from closedloop.control import ConfidenceStop, ConformalPID, WindowStop
 from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._replay import (
     AdaptiveVotes,
+    Sample,
     Cascade,
     ConfidentSingle,
     Outcome,
@@ -23,10 +24,12 @@ from closedloop_bench.tools._replay_command import bank_readings, load_records
 from closedloop_bench.tools._stream import (
     FixedThreshold,
     StreamItem,
+    choose_gains,
     choose_threshold,
     rolling_error,
     run_stream,
     shifted_stream,
+    stream_report,
     summarise_steps,
 )
 
@@ -194,3 +197,39 @@ def test_calibration_readings_from_the_bank(banks: tuple[list[Record], ...]) -> 
     assert readings[3].sensors["agreement@5"] == 0.0  # an unparsed first sample
     assert readings[0].sensors["p_low_x_agreement@5"] == pytest.approx(0.9)
     assert readings[3].sensors["p_low"] is None
+
+
+def _one_sample(i: int, family: str, p: float, ok: bool, model: str = "strong") -> Record:
+    sample = Sample(0, "k", ok, p, p, p, 10, 1.0)
+    return Record(f"t{i}-{family}", family, model, (sample,))
+
+
+def _two_level_stream(n: int) -> list[Record]:
+    # Calls at 0.9 are wrong, calls at 1.0 right: only a threshold above 0.9 holds a low error.
+    return [_one_sample(i, "single", 1.0 if i % 2 else 0.9, bool(i % 2)) for i in range(n)]
+
+
+def test_gains_are_chosen_where_the_error_comes_closest_to_alpha() -> None:
+    items = [StreamItem(r, "all") for r in _two_level_stream(60)]
+    # A near-still integrator stays at 0.5 and accepts every wrong call (error 0.5); a fast
+    # one climbs past 0.9 within a few errors.
+    assert choose_gains(items, 0.1, 0.5, [(0.0, 1e-4), (0.0, 0.2)]) == (0.0, 0.2)
+    with pytest.raises(ConfigurationError, match="grid"):
+        choose_gains(items, 0.1, 0.5, [])
+
+
+def test_the_stream_is_tuned_on_the_development_stream_when_one_is_given() -> None:
+    eval_records = _two_level_stream(40)
+    dev_records = _two_level_stream(30)
+    report = stream_report(eval_records, None, 0.1, 10, dev=(dev_records, None))
+    fixed = [k for k, r in report["runs"].items() if r["kind"] == "fixed"]
+    # The development stream says 0.9 is wrong: the lowest grid threshold above it.
+    assert fixed == ["fixed τ=0.95 (chosen on the development stream)"]
+    assert report["runs"][fixed[0]]["overall"]["accepted_error"] == 0.0
+    tuned = [k for k in report["runs"] if "gains chosen on the development stream" in k]
+    # One tuned controller per form: on the threshold itself and on the level.
+    assert len(tuned) == 2 and sum("on the level" in k for k in tuned) == 1
+    assert report["development_stream"]["n"] == 30
+    without = stream_report(eval_records, None, 0.1, 10)
+    assert without["development_stream"] is None
+    assert any("tuned on the first 25%" in k for k in without["runs"])

@@ -58,6 +58,9 @@ class ReplayOptions:
     bank: Path
     weak_bank: Path | None = None
     tasks: Path = DATA_DIR / "eval.jsonl"
+    dev_bank: Path | None = None
+    dev_weak_bank: Path | None = None
+    dev_tasks: Path = DATA_DIR / "dev.jsonl"
     out_dir: Path = RESULTS
     alpha: float = 0.1
     window: int = 40
@@ -189,6 +192,23 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+def _dev_records(options: ReplayOptions) -> tuple[list[Record], list[Record] | None] | None:
+    """The development split's records (strong, weak), where a development bank is given."""
+    if options.dev_bank is None:
+        if options.dev_weak_bank is not None:
+            raise ConfigurationError(
+                "--dev-weak-bank", str(options.dev_weak_bank), "needs --dev-bank as well"
+            )
+        return None
+    _, strong = load_records(options.dev_bank, options.dev_tasks)
+    if not strong:
+        raise ConfigurationError("--dev-bank", str(options.dev_bank), "holds no task yet")
+    weak = None
+    if options.dev_weak_bank is not None:
+        _, weak = load_records(options.dev_weak_bank, options.dev_tasks)
+    return strong, weak
+
+
 def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) -> dict[str, Path]:
     """Load the banks, replay, write the three reports (and plots); their paths by name."""
     if not 0.0 < options.alpha < 1.0:
@@ -225,7 +245,12 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
             own["targets"] = plane_targets(own)
             paths[f"plane_{model}"] = _write(out / f"plane-{model}.json", own)
             paths[f"plane_png_{model}"] = plot_plane(own, out / f"plane-{model}.png")
-    stream = {**meta, **stream_report(strong, weak, options.alpha, options.window)}
+    dev = _dev_records(options)
+    if dev is not None:
+        meta["development_banks"] = {
+            recs[0].model: {"n": len(recs)} for recs in (dev[0], dev[1] or []) if recs
+        }
+    stream = {**meta, **stream_report(strong, weak, options.alpha, options.window, dev=dev)}
     paths["stream"] = _write(out / "stream.json", stream)
     paths["stream_png"] = plot_stream(stream, out / "stream.png")
     calibration: dict[str, Any] = {**meta, "models": {}}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from closedloop import ConfigurationError
 
@@ -29,6 +29,7 @@ __all__ = [
     "FixedThreshold",
     "StreamItem",
     "StreamStep",
+    "choose_gains",
     "choose_threshold",
     "plot_stream",
     "rolling_error",
@@ -46,6 +47,13 @@ class Threshold(Protocol):
     def threshold(self) -> float: ...
 
     def update(self, err: bool) -> float: ...
+
+
+@runtime_checkable
+class Observing(Protocol):
+    """A threshold that also reads every proposal's confidence (accepted or not)."""
+
+    def observe(self, confidence: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,8 @@ def run_stream(items: Sequence[StreamItem], controller: Threshold) -> list[Strea
         wrong = accepted and not first.ok
         if accepted:
             controller.update(wrong)
+        if isinstance(controller, Observing):
+            controller.observe(min(1.0, max(0.0, confidence)))
         steps.append(
             StreamStep(
                 i,
@@ -240,48 +250,119 @@ def steps_as_dicts(steps: Sequence[StreamStep]) -> list[dict[str, Any]]:
     ]
 
 
+Form = Literal["raw", "level"]
+"""Where a controller moves: the threshold itself, or the share of proposals rejected."""
 THRESHOLD_GRID = (*(round(0.05 * i, 2) for i in range(20)), 0.97, 0.99, 0.995, 0.999)
 """The fixed thresholds an operator may pick from."""
-CONTROLLERS = (
-    ("ACI γ=0.02", 0.0, 0.02),
-    ("ACI γ=0.05", 0.0, 0.05),
-    ("PID kp=0.1 ki=0.02", 0.1, 0.02),
+CONTROLLERS: tuple[tuple[str, Form, float, float], ...] = (
+    ("ACI γ=0.02", "raw", 0.0, 0.02),
+    ("ACI γ=0.05", "raw", 0.0, 0.05),
+    ("PID kp=0.1 ki=0.02", "raw", 0.1, 0.02),
+    ("ACI on the level γ=0.05", "level", 0.0, 0.05),
+    ("PID on the level kp=0.1 ki=0.05", "level", 0.1, 0.05),
 )
-"""The risk controllers replayed: (label, kp, ki); integral-only is adaptive conformal
-inference (Gibbs and Candès 2021)."""
+"""The risk controllers replayed with preset gains: (label, form, kp, ki). Integral-only
+is adaptive conformal inference (Gibbs and Candès 2021); the ``raw`` form moves the
+threshold on the confidence's own scale, the ``level`` form moves the share rejected and
+reads the threshold as that quantile of recent confidences
+(:class:`~closedloop.control.QuantileThreshold`)."""
+GAIN_GRID = tuple(
+    (kp, ki) for kp in (0.0, 0.05, 0.1, 0.2, 0.3) for ki in (0.01, 0.02, 0.05, 0.1, 0.2)
+)
+"""The (kp, ki) pairs a controller's gains are chosen from on the development stream."""
 TUNE_SHARE = 0.25
-"""The share of the stream the fixed threshold is tuned on (before any shift)."""
+"""Without a development stream, the share of the stream the fixed threshold is tuned on
+(before any shift)."""
+LIMITS = (0.0, 0.999)
+"""The controllers' threshold limits: below the largest confidence the sensor reports, so
+a threshold at the top still accepts the surest calls and keeps getting feedback."""
+
+
+LEVEL_START = 0.5
+"""The level form's first share rejected (its threshold is a quantile, not a score)."""
+
+
+def _controller(alpha: float, form: Form, kp: float, ki: float, start: float) -> Threshold:
+    from closedloop.control import ConformalPID, QuantileThreshold
+
+    if form == "level":
+        return QuantileThreshold(alpha, kp, ki, start=LEVEL_START)
+    return ConformalPID(alpha, kp, ki, 0.0, start=start, limits=LIMITS)
+
+
+def choose_gains(
+    items: Sequence[StreamItem],
+    alpha: float,
+    start: float,
+    grid: Sequence[tuple[float, float]] = GAIN_GRID,
+    form: Form = "raw",
+) -> tuple[float, float]:
+    """The (kp, ki) on ``grid`` whose accepted-call error over ``items`` lies closest to
+    ``alpha``, ties to the one accepting more (an operator's choice on a development
+    stream); a pair that accepts nothing is never chosen over one that accepts."""
+    if not grid:
+        raise ConfigurationError("grid", grid, "must hold at least one (kp, ki) pair")
+    scored = []
+    for kp, ki in grid:
+        steps = run_stream(items, _controller(alpha, form, kp, ki, start))
+        err = _error(steps)
+        accepted = sum(s.accepted for s in steps)
+        gap = 1.0 if err is None else abs(err - alpha)
+        scored.append((gap, -accepted, kp, ki))
+    _, _, kp, ki = min(scored)
+    return kp, ki
 
 
 def stream_report(
-    strong: Sequence[Record], weak: Sequence[Record] | None, alpha: float, window: int
+    strong: Sequence[Record],
+    weak: Sequence[Record] | None,
+    alpha: float,
+    window: int,
+    *,
+    dev: tuple[Sequence[Record], Sequence[Record] | None] | None = None,
 ) -> dict[str, Any]:
-    """The shifted stream under the risk controllers and under fixed thresholds (the one
-    tuned on the first quarter, and the grid's best in hindsight on the whole stream)."""
-    from closedloop.control import ConformalPID
-
+    """The shifted stream under the risk controllers and under fixed thresholds: the one
+    an operator tunes before deploying, and the grid's best in hindsight on the whole
+    stream. With ``dev`` (the development split's strong and weak records, shifted the
+    same way) the fixed threshold and one controller's gains are chosen on that stream;
+    without it the fixed threshold is tuned on the stream's own first quarter."""
     items, description = shifted_stream(strong, weak)
-    tune = items[: max(1, int(len(items) * TUNE_SHARE))]
-    tuned = choose_threshold(tune, alpha, THRESHOLD_GRID)
     hindsight = choose_threshold(items, alpha, THRESHOLD_GRID)
-    runs: dict[str, tuple[str, list[StreamStep]]] = {
-        f"fixed τ={tuned:g} (tuned on the first {TUNE_SHARE:.0%})": (
-            "fixed",
-            run_stream(items, FixedThreshold(tuned)),
-        ),
-        f"fixed τ={hindsight:g} (best in hindsight)": (
-            "hindsight",
-            run_stream(items, FixedThreshold(hindsight)),
-        ),
-    }
-    for label, kp, ki in CONTROLLERS:
-        pid = ConformalPID(alpha, kp, ki, 0.0, start=tuned, limits=(0.0, 0.999))
-        runs[label] = ("controller", run_stream(items, pid))
+    runs: dict[str, tuple[str, list[StreamStep]]] = {}
+    tuned_gains: dict[Form, tuple[float, float]] = {}
+    if dev is not None:
+        dev_items, dev_description = shifted_stream(dev[0], dev[1])
+        tuned = choose_threshold(dev_items, alpha, THRESHOLD_GRID)
+        forms: tuple[Form, ...] = ("raw", "level")
+        for form in forms:
+            tuned_gains[form] = choose_gains(dev_items, alpha, tuned, form=form)
+        tuned_on = f"the development split's shifted stream ({len(dev_items)} tasks)"
+        fixed_label = f"fixed τ={tuned:g} (chosen on the development stream)"
+    else:
+        dev_description = None
+        tune = items[: max(1, int(len(items) * TUNE_SHARE))]
+        tuned = choose_threshold(tune, alpha, THRESHOLD_GRID)
+        tuned_on = f"the first {len(tune)} tasks of the stream (no development bank)"
+        fixed_label = f"fixed τ={tuned:g} (tuned on the first {TUNE_SHARE:.0%})"
+    runs[fixed_label] = ("fixed", run_stream(items, FixedThreshold(tuned)))
+    runs[f"fixed τ={hindsight:g} (best in hindsight)"] = (
+        "hindsight",
+        run_stream(items, FixedThreshold(hindsight)),
+    )
+    presets: list[tuple[str, Form, float, float]] = list(CONTROLLERS)
+    for form, (kp, ki) in tuned_gains.items():
+        where = "on the level " if form == "level" else ""
+        label = f"PID {where}kp={kp:g} ki={ki:g} (gains chosen on the development stream)"
+        presets.append((label, form, kp, ki))
+    for label, form, kp, ki in presets:
+        runs[label] = ("controller", run_stream(items, _controller(alpha, form, kp, ki, tuned)))
     out: dict[str, Any] = {
         "alpha": alpha,
         "window": window,
         "stream": description,
-        "tuned_on": f"the first {len(tune)} tasks of the stream (no dev bank)",
+        "development_stream": dev_description,
+        "tuned_on": tuned_on,
+        "gain_grid": [list(g) for g in GAIN_GRID] if tuned_gains else None,
         "runs": {},
     }
     for label, (kind, steps) in runs.items():

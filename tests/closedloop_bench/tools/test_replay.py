@@ -11,6 +11,7 @@ from closedloop import ConfigurationError
 from closedloop.control import ConfidenceStop, ConformalPID, WindowStop
 from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._replay import (
+    Abstaining,
     AdaptiveVotes,
     Sample,
     Cascade,
@@ -20,7 +21,7 @@ from closedloop_bench.tools._replay import (
     Votes,
     winner,
 )
-from closedloop_bench.tools._replay_command import bank_readings, load_records
+from closedloop_bench.tools._replay_command import bank_readings, dev_choices, load_records
 from closedloop_bench.tools._stream import (
     FixedThreshold,
     StreamItem,
@@ -233,3 +234,30 @@ def test_the_stream_is_tuned_on_the_development_stream_when_one_is_given() -> No
     without = stream_report(eval_records, None, 0.1, 10)
     assert without["development_stream"] is None
     assert any("tuned on the first 25%" in k for k in without["runs"])
+
+
+def test_abstaining_answers_with_no_call_below_its_floor(banks: tuple[list[Record], ...]) -> None:
+    strong, _ = banks
+    # Only the irrelevance task is right with no call.
+    assert [r.abstain_ok for r in strong] == [False, False, False, True, False]
+    single = _run(Votes(1), strong)
+    abstaining = _run(Abstaining(Votes(1), 0.35), strong)
+    # The unparsed irrelevance reply (no confidence) abstains and is right; the choose
+    # task (0.3) abstains and stays wrong; the rest run their first sample.
+    assert [o.success for o in single] == [True, False, True, False, True]
+    assert [o.success for o in abstaining] == [True, False, True, True, True]
+    assert [o.calls for o in abstaining] == [1] * 5
+    # A floor above a right call's confidence costs that task.
+    assert [o.success for o in _run(Abstaining(Votes(1), 0.5), strong)][2] is False
+    assert Abstaining(Votes(1), 0.35).name == "single+abstain<0.35"
+    with pytest.raises(ConfigurationError, match="below"):
+        Abstaining(Votes(1), 1.5)
+
+
+def test_the_development_bank_picks_the_settings(banks: tuple[list[Record], ...]) -> None:
+    strong, _ = banks
+    chosen = dev_choices(strong)
+    assert set(chosen) == {"confident", "abstain"}
+    # Floors 0.1 to 0.4 solve four tasks at one call each: the first of them is kept.
+    assert chosen["abstain"] == "single+abstain<0.1"
+    assert chosen["confident"].startswith("confident[")

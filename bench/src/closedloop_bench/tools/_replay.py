@@ -20,7 +20,10 @@ The strategies:
   vote of more samples otherwise;
 - :class:`Cascade`: the weak model first; escalate to the strong one, before anything
   executes, when the weak model's signal is below a threshold (the consistency cascade of
-  Yue et al. 2024); its cost is both rungs' samples.
+  Yue et al. 2024); its cost is both rungs' samples;
+- :class:`Abstaining`: another strategy, except that a first sample whose confidence is
+  below a floor gets an answer with no call (selective prediction: abstain rather than
+  act when unsure, Geifman and El-Yaniv 2017), judged by the checker like any answer.
 
 The confidence of a sample is ``exp(logprob_low)``, the low quantile of its decision-token
 log-probabilities (Gupta et al. 2024 found token quantiles beat sequence probability);
@@ -42,6 +45,8 @@ from ._format import ToolTask
 from ._score import Call, score
 
 __all__ = [
+    "ABSTAIN_ANSWER",
+    "Abstaining",
     "AdaptiveVotes",
     "Cascade",
     "ConfidentSingle",
@@ -80,6 +85,7 @@ class Record:
     family: str
     model: str
     samples: tuple[Sample, ...]
+    abstain_ok: bool = False  # the checker's verdict on an answer with no call
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +134,10 @@ def _verdict(task: ToolTask, sample: Mapping[str, Any]) -> bool:
     return score(task, calls, str(sample.get("answer") or "")).success
 
 
+ABSTAIN_ANSWER = "None of the offered tools fits this request, so I make no call."
+"""The answer an abstaining strategy gives in place of a call."""
+
+
 def records_from_bank(
     header: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, ToolTask]
 ) -> list[Record]:
@@ -159,6 +169,7 @@ def records_from_bank(
                     )
                     for s in samples
                 ),
+                abstain_ok=score(task, [], ABSTAIN_ANSWER).success,
             )
         )
     return out
@@ -354,4 +365,38 @@ class Cascade:
             tokens=first.tokens + second.tokens,
             calls=first.calls + second.calls,
             escalated=True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Abstaining:
+    """``inner``, except that when the first sample's confidence is below ``below`` the
+    task gets an answer with no call (:data:`ABSTAIN_ANSWER`), decided on that one
+    sample before any more are drawn. The checker judges the answer as it would a
+    model's: right where no offered tool fits, wrong where one does."""
+
+    inner: Votes | AdaptiveVotes | ConfidentSingle
+    below: float
+    rungs: int = 1
+
+    def __post_init__(self) -> None:
+        _unit("below", self.below)
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+abstain<{self.below:g}"
+
+    def replay(self, records: Sequence[Record]) -> Outcome:
+        record = records[-1]
+        first = record.samples[0]
+        if _confidence(first) >= self.below:
+            return self.inner.replay(records)
+        return Outcome(
+            record.task_id,
+            record.family,
+            success=record.abstain_ok,
+            accepted=True,
+            seconds=first.seconds,
+            tokens=first.tokens,
+            calls=1,
         )

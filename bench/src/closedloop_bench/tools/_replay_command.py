@@ -30,11 +30,26 @@ from ._calibration import Reading, calibration_report, plot_reliability
 from ._format import ToolTask, load_tool_tasks
 from ._generate import DATA_DIR
 from ._plane import Row, plane_report, plot_plane
-from ._replay import AdaptiveVotes, Cascade, ConfidentSingle, Outcome, Record, Votes
+from ._replay import (
+    Abstaining,
+    AdaptiveVotes,
+    Cascade,
+    ConfidentSingle,
+    Outcome,
+    Record,
+    Votes,
+)
 from ._replay import records_from_bank as records_from_bank
 from ._stream import StreamItem, StreamStep, plot_stream, run_stream, stream_report
 
-__all__ = ["BANK_SENSORS", "ReplayOptions", "load_records", "run_replay", "strategy_grid"]
+__all__ = [
+    "BANK_SENSORS",
+    "ReplayOptions",
+    "dev_choices",
+    "load_records",
+    "run_replay",
+    "strategy_grid",
+]
 
 RESULTS = Path("bench/results/tools")
 BANK_SENSORS = (
@@ -48,6 +63,7 @@ BANK_SENSORS = (
 )
 """The sensors the calibration reads from a bank, each a probability in [0, 1]."""
 CASCADE_TAUS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+ABSTAIN_FLOORS = (0.1, 0.2, 0.3, 0.4, 0.5)
 RISK_ALPHAS = (0.05, 0.1, 0.2)
 
 
@@ -99,7 +115,33 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
         if f <= k
         for t in (0.5, 0.8, 0.9, 0.95)
     ]
+    inners: list[Votes | ConfidentSingle] = [Votes(1)]
+    inners += [ConfidentSingle(0.8, fallback_k=3)] if k >= 3 else []
+    out += [(Abstaining(inner, b), "abstain") for inner in inners for b in ABSTAIN_FLOORS]
     return out
+
+
+def dev_choices(records: Sequence[Record]) -> dict[str, str]:
+    """The settings an operator picks on the development bank, by group: the confident
+    single call and the abstaining strategy with the most tasks solved there (ties to
+    the fewer calls), each by its row name."""
+    k = min(len(r.samples) for r in records)
+    best: dict[str, tuple[int, float, str]] = {}
+    for strategy, group in strategy_grid(k):
+        kind = (
+            "abstain"
+            if group == "abstain"
+            else ("confident" if isinstance(strategy, ConfidentSingle) else None)
+        )
+        if kind is None:
+            continue
+        outcomes = [strategy.replay([r]) for r in records]
+        solved = sum(o.success for o in outcomes)
+        calls = sum(o.calls for o in outcomes) / len(outcomes)
+        mine = (solved, -calls, strategy.name)
+        if kind not in best or mine[:2] > best[kind][:2]:
+            best[kind] = mine
+    return {kind: name for kind, (_, _, name) in best.items()}
 
 
 def cascade_grid(weak_k: int, strong_k: int) -> list[Cascade]:
@@ -230,9 +272,18 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
         "confidence": "exp(logprob_low) of the decision tokens",
     }
     out = options.out_dir
+    dev = _dev_records(options)
+    if dev is not None:
+        meta["development_banks"] = {
+            recs[0].model: {"n": len(recs)} for recs in (dev[0], dev[1] or []) if recs
+        }
     rows = plane_rows(strong, weak)
     reference = f"{strong[0].model} · single"
     plane = {**meta, **plane_report(rows, reference)}
+    if dev is not None:
+        plane["chosen_on_development"] = {
+            recs[0].model: dev_choices(recs) for recs in (dev[0], dev[1] or []) if recs
+        }
     plane["targets"] = plane_targets(plane)
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
@@ -245,11 +296,6 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
             own["targets"] = plane_targets(own)
             paths[f"plane_{model}"] = _write(out / f"plane-{model}.json", own)
             paths[f"plane_png_{model}"] = plot_plane(own, out / f"plane-{model}.png")
-    dev = _dev_records(options)
-    if dev is not None:
-        meta["development_banks"] = {
-            recs[0].model: {"n": len(recs)} for recs in (dev[0], dev[1] or []) if recs
-        }
     stream = {**meta, **stream_report(strong, weak, options.alpha, options.window, dev=dev)}
     paths["stream"] = _write(out / "stream.json", stream)
     paths["stream_png"] = plot_stream(stream, out / "stream.png")

@@ -192,10 +192,15 @@ def plot_plane(report: Mapping[str, Any], path: Path, title: str = "") -> Path:
         "adaptive": ("^", "tab:green"),
         "confident": ("s", "tab:purple"),
         "risk": ("x", "tab:red"),
+        "abstain": ("v", "tab:brown"),
     }
     seen: set[str] = set()
     for s in report["rows"]:
-        kind = next((k for k in kinds if s["name"].startswith(k)), "votes")
+        kind = (
+            "abstain"
+            if s["group"] == "abstain"
+            else next((k for k in kinds if s["name"].startswith(k)), "votes")
+        )
         mark, colour = kinds.get(kind, ("o", "tab:blue"))
         lo, hi = s["success_ci"]
         y = s["success_rate"]

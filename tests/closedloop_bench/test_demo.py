@@ -37,6 +37,8 @@ def test_the_agent_demo_compares_the_loop_open_closed_and_frozen_side_by_side(
         assert label in printed
     assert "tool calling (5 tasks)" in printed and "world (4 tasks)" in printed
     assert "real time:" in printed
+    # The demo leads with every eval task, replayed from the committed sample bank.
+    assert printed.index("420 tool-calling eval tasks") < printed.index("tool calling (5 tasks)")
     (run,) = list(out.iterdir())
     assert run.name.startswith("demo-")
     report = json.loads((run / "report.json").read_text())
@@ -56,6 +58,12 @@ def test_the_agent_demo_compares_the_loop_open_closed_and_frozen_side_by_side(
     records, _ = read_trace(run / "trace.jsonl")
     assert records and {r.task_id for r in records}  # one record per closed-loop step
     assert (run / "control.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lead = report["lead"]
+    assert lead["n"] == 420 and lead["rows"][0]["name"] == "single"
+    assert [r["name"] for r in lead["rows"][2:]] == [
+        lead["settings"]["confident"],
+        lead["settings"]["abstain"],
+    ]
 
 
 def test_the_tool_tasks_take_the_families_in_turn_and_spread_the_domains() -> None:

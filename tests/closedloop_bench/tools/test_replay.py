@@ -261,3 +261,16 @@ def test_the_development_bank_picks_the_settings(banks: tuple[list[Record], ...]
     # Floors 0.1 to 0.4 solve four tasks at one call each: the first of them is kept.
     assert chosen["abstain"] == "single+abstain<0.1"
     assert chosen["confident"].startswith("confident[")
+
+
+def test_the_lead_table_replays_the_banks_it_finds(synthetic_banks: tuple[Path, Path]) -> None:
+    from closedloop_bench.tools._lead import FALLBACK, lead_report
+
+    lead = lead_report(synthetic_banks[0].parent)
+    # No development bank beside the eval bank: the fixed defaults, said as such.
+    assert lead["settings"] == FALLBACK and "no development bank" in lead["settings_source"]
+    names = [r["name"] for r in lead["rows"]]
+    assert names == ["single", "votes@5", FALLBACK["confident"], FALLBACK["abstain"]]
+    assert lead["n"] == 5 and lead["rows"][0]["success"] == 3
+    with pytest.raises(ConfigurationError, match="not found"):
+        lead_report(synthetic_banks[0].parent / "nowhere")

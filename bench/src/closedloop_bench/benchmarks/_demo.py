@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -119,6 +119,8 @@ class DemoReport(BaseModel):
     tool_tasks: list[str] = Field(default_factory=list)
     tool_results: list[dict[str, object]] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)
+    lead: dict[str, Any] | None = None
+    lead_missing: str | None = None
 
 
 def pick_demo_tasks(count: int, *, max_steps: int = 2, seed: int = 0) -> list[ReferenceTask]:
@@ -155,6 +157,9 @@ async def run_agent_demo(
     """Run the demo; draw a progress bar on ``console`` (or call ``progress(done, total)``
     for the world episodes)."""
     started = time.perf_counter()
+    lead, lead_missing = _lead()
+    if console is not None:
+        render_lead(lead, lead_missing, console)
     tasks = pick_demo_tasks(config.tasks, max_steps=config.max_steps, seed=config.seed)
     tool_tasks = pick_tool_tasks(config.tool_tasks)
     options = {} if config.threads is None else {"n_threads": config.threads}
@@ -241,6 +246,8 @@ async def run_agent_demo(
         if tools_report is None
         else [dataclasses.asdict(r) for r in tools_report.results],
         files=files,
+        lead=lead,
+        lead_missing=lead_missing,
     )
     files = {**files, "report": str(folder / "report.json")}
     if config.results is not None:
@@ -250,6 +257,53 @@ async def run_agent_demo(
     if config.results is not None:
         write_json(report, config.results)
     return report
+
+
+def _lead() -> tuple[dict[str, Any] | None, str | None]:
+    """The lead rows replayed from the committed banks, or why there are none."""
+    from ..tools._lead import lead_report
+
+    try:
+        return lead_report(), None
+    except ConfigurationError as exc:
+        return None, str(exc)
+
+
+def render_lead(lead: dict[str, Any] | None, missing: str | None, console: Console) -> None:
+    """The lead table: every eval task, replayed from the sample banks."""
+    if lead is None:
+        console.print(f"lead table skipped: {missing}", highlight=False)
+        return
+    table = Table(
+        title=f"{lead['n']} tool-calling eval tasks, {lead['model']}, replayed from the "
+        f"committed sample bank: spend only when unsure (settings {lead['settings_source']})"
+    )
+    for col in ("strategy", "success", "95 % CI", "calls", "tokens", "s", "vs single: +/−, p"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for row in lead["rows"]:
+        low, high = row["success_ci"]
+        paired = row["vs_reference"]
+        versus = (
+            "—"
+            if paired is None
+            else f"+{paired['success']['only_a']} / −{paired['success']['only_b']}, "
+            f"p {paired['success']['p']:.3f}"
+        )
+        table.add_row(
+            row["name"],
+            f"{row['success']}/{row['n']} ({100 * row['success_rate']:.1f} %)",
+            f"{100 * low:.0f}–{100 * high:.0f} %",
+            f"{row['mean_calls']:.2f}",
+            f"{row['mean_tokens']:.0f}",
+            f"{row['mean_seconds']:.1f}",
+            versus,
+        )
+    console.print(table)
+    console.print(
+        "cost per task; +/−: tasks only this row / only the single call solves (McNemar "
+        "exact p); the live run below uses the same model on fewer tasks",
+        highlight=False,
+    )
 
 
 async def _run_tools(
@@ -326,6 +380,11 @@ def render_demo(report: DemoReport, console: Console) -> None:
     for name, path in report.files.items():
         console.print(f"{name}: {path}", highlight=False)
     console.print(f"real time: {report.wall_s:.1f} s", highlight=False)
+    if report.lead is not None:
+        console.print(
+            "the lead table (printed first) replays all the eval tasks; it is in report.json",
+            highlight=False,
+        )
 
 
 def run_demo_sync(config: DemoConfig, console: Console) -> DemoReport:

@@ -93,3 +93,9 @@ class SchemaDrift(FaultEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoverRequested(FaultEvent):
     """The loop decided a human must take over (``detail`` says why)."""
+
+# Their public home is closedloop.feedback (the layer that answers them), whichever
+# package is imported first; set here, where they are defined, not as an import side effect.
+for _name in __all__:
+    globals()[_name].__module__ = "closedloop.feedback"
+del _name

@@ -12,6 +12,7 @@ EXPECTED = {
     "Embedder",
     "EventListener",
     "HttpTool",
+    "IsotonicCalibration",
     "LatencyTracker",
     "NGramEmbedder",
     "Observation",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from inspect import isfunction
 
 from ..control import LatencyTracker
+from ._calibration import IsotonicCalibration
 from ._compact import Compacted, compact, json_size
 from ._embed import Embedder, NGramEmbedder, SentenceTransformerEmbedder
 from ._events import EventListener, PerceptionEvent, RateLimited
@@ -35,6 +36,7 @@ __all__ = [
     "Embedder",
     "EventListener",
     "HttpTool",
+    "IsotonicCalibration",
     "LatencyTracker",
     "NGramEmbedder",
     "Observation",

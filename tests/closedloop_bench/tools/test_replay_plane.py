@@ -147,3 +147,42 @@ def test_a_bank_recorded_further_gets_its_own_plane_on_all_its_tasks(tmp_path: P
     own = json.loads(paths["plane_qwen2.5-coder-0.5b"].read_text())
     assert own["n"] == 5 and {r["model"] for r in own["rows"]} == {"qwen2.5-coder-0.5b"}
     assert "plane_smollm2-135m" not in paths
+
+
+def test_a_development_bank_picks_settings_calibrates_and_tunes_the_stream(
+    synthetic_banks: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from closedloop import ConfigurationError
+    from closedloop_bench.tools._generate import DATA_DIR
+    from closedloop_bench.tools._replay_command import ReplayOptions, run_replay
+
+    strong, weak = synthetic_banks
+    eval_tasks = DATA_DIR / "eval.jsonl"
+    # The synthetic banks stand in for development banks too (their tasks are eval tasks).
+    options = ReplayOptions(
+        bank=strong,
+        weak_bank=weak,
+        dev_bank=strong,
+        dev_weak_bank=weak,
+        dev_tasks=eval_tasks,
+        out_dir=tmp_path / "out",
+        command="x",
+    )
+    paths = run_replay(options, say=lambda _: None)
+    plane = json.loads(paths["plane"].read_text())
+    assert set(plane["chosen_on_development"]) == {"qwen2.5-coder-0.5b", "smollm2-135m"}
+    assert plane["development_banks"]["qwen2.5-coder-0.5b"] == {"n": 5}
+    calibration = json.loads(paths["calibration"].read_text())
+    qwen = calibration["models"]["qwen2.5-coder-0.5b"]
+    assert "p_low_calibrated" in qwen["sensors"]
+    # Fitted and judged on the same five tasks, the isotonic map cannot rank worse.
+    assert qwen["overall"]["p_low_calibrated"]["auroc"] >= qwen["overall"]["p_low"]["auroc"]
+    assert qwen["overall"]["p_low_calibrated"]["ece"] <= qwen["overall"]["p_low"]["ece"]
+    stream = json.loads(paths["stream"].read_text())
+    assert stream["development_stream"]["n"] == 5
+    assert any("chosen on the development stream" in k for k in stream["runs"])
+    with pytest.raises(ConfigurationError, match="needs --dev-bank"):
+        run_replay(
+            ReplayOptions(bank=strong, dev_weak_bank=weak, out_dir=tmp_path / "o2"),
+            say=lambda _: None,
+        )

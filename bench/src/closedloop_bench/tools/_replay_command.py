@@ -24,6 +24,7 @@ from typing import Any
 
 from closedloop import ConfigurationError
 from closedloop.control import BetaStop, ConfidenceStop, ConformalPID, WindowStop
+from closedloop.perception import IsotonicCalibration
 
 from ._bank import read_bank
 from ._calibration import Reading, calibration_report, plot_reliability
@@ -209,7 +210,22 @@ def _agreement(record: Record, k: int) -> float | None:
     return 0.0 if keys[0] is None else keys.count(keys[0]) / k
 
 
-def bank_readings(records: Sequence[Record]) -> list[Reading]:
+def _calibrations(
+    dev: tuple[list[Record], list[Record] | None] | None,
+) -> dict[str, IsotonicCalibration]:
+    """Per model, p_low's isotonic calibration fitted on its development bank."""
+    out: dict[str, IsotonicCalibration] = {}
+    for records in () if dev is None else (dev[0], dev[1] or []):
+        if records:
+            first = [r.samples[0] for r in records]
+            scores = [0.0 if s.p_low is None else s.p_low for s in first]
+            out[records[0].model] = IsotonicCalibration.fit(scores, [s.ok for s in first])
+    return out
+
+
+def bank_readings(
+    records: Sequence[Record], calibrated: IsotonicCalibration | None = None
+) -> list[Reading]:
     """Each task's sensor readings of its first sample, with the checker's verdict on it."""
     out = []
     for r in records:
@@ -224,6 +240,8 @@ def bank_readings(records: Sequence[Record]) -> list[Reading]:
             "p_low_x_agreement@3": None if a3 is None or first.p_low is None else a3 * first.p_low,
             "p_low_x_agreement@5": None if a5 is None or first.p_low is None else a5 * first.p_low,
         }
+        if calibrated is not None:
+            sensors["p_low_calibrated"] = calibrated(0.0 if first.p_low is None else first.p_low)
         out.append(Reading(r.task_id, r.family, first.ok, sensors, first.seconds))
     return out
 
@@ -300,10 +318,17 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
     paths["stream"] = _write(out / "stream.json", stream)
     paths["stream_png"] = plot_stream(stream, out / "stream.png")
     calibration: dict[str, Any] = {**meta, "models": {}}
+    fits = _calibrations(dev)
+    if fits:
+        calibration["p_low_calibrated"] = (
+            "p_low through isotonic regression fitted on the development bank of the same model"
+        )
     for records in (strong, weak or []):
         if records:
             model = records[0].model
-            report = calibration_report(model, bank_readings(records), BANK_SENSORS)
+            fit = fits.get(model)
+            sensors = (*BANK_SENSORS, "p_low_calibrated") if fit else BANK_SENSORS
+            report = calibration_report(model, bank_readings(records, fit), sensors)
             png = plot_reliability(report, out / f"calibration-bank-{model}.png")
             # The readings are the bank's own numbers: keep the report to the summaries.
             calibration["models"][model] = {k: v for k, v in report.items() if k != "readings"}

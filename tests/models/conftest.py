@@ -131,6 +131,8 @@ def _fake_app(log: list[dict[str, Any]]) -> Starlette:
                 "function": {"name": "get_weather", "arguments": '{"city": "上海"}'},
             }
             return JSONResponse(_completion(body, None, tool_calls=[call]))
+        if model == "nologprobs" and "logprobs" in body:
+            return _error(400, "logprobs are not supported with this model")
         if model == "logprobs" and body.get("logprobs"):
             pieces = [
                 ('{"', -0.01),

@@ -3,6 +3,8 @@ logprobs an OpenAI-compatible server sends (a fake server on loopback)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from closedloop.models import ModelRequest, OpenAICompatible
@@ -79,3 +81,28 @@ async def test_openai_logprobs_are_asked_for_and_summarised(fake_openai: FakeOpe
     assert out.confidence.logprob_min == pytest.approx(-0.9)
     assert out.confidence.logprob_mean == pytest.approx(-0.6)
     assert plain.logprobs == () and plain.confidence is None
+
+
+@pytest.mark.real_model  # a real HTTP server, though not a real model
+async def test_a_server_that_refuses_logprobs_is_not_asked_again(fake_openai: FakeOpenAI) -> None:
+    model = OpenAICompatible(fake_openai.base_url, "nologprobs", api_key="k")
+    try:
+        assert model.supports_logprobs is True  # until the server says otherwise
+        out = await model.complete("hi", ModelRequest(logprobs=True))
+        again = await model.complete("hi", ModelRequest(logprobs=True))
+    finally:
+        await model.aclose()
+    # The refused request, then the same request without logprobs, then one request.
+    assert ["logprobs" in r for r in fake_openai.requests[-3:]] == [True, False, False]
+    assert out.text and out.confidence is None and again.confidence is None
+    assert model.supports_logprobs is False
+
+
+def test_which_models_give_logprobs(smollm2_path: Path) -> None:
+    from closedloop.models import LocalLlama, ScriptedModel, WrapperModel
+
+    local = LocalLlama(smollm2_path)  # not loaded: nothing runs
+    assert local.supports_logprobs is True
+    scripted = ScriptedModel(["{}"])
+    assert scripted.supports_logprobs is False
+    assert WrapperModel(local).supports_logprobs is True

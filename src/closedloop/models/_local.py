@@ -253,6 +253,11 @@ class LocalLlama(ModelBase):
         options.setdefault("pull_hint", f"run `closedloop models pull {model}`")
         return cls(path, **options)
 
+    @property
+    def supports_logprobs(self) -> bool:
+        """The decision-token logprobs come from a logits processor (no logits buffer)."""
+        return True
+
     def _require_file(self) -> None:
         if not self.path.is_file():
             hint = self._pull_hint or (

@@ -100,15 +100,18 @@ def _error_text(exc: Any) -> str:
     return text
 
 
-def _format_rejected(exc: Any, params: Mapping[str, Any]) -> bool:
-    """Whether an error is the server refusing the response format we asked for.
-
-    llama-cpp-python's server reports its request validation failure as a 500.
-    """
-    if "response_format" not in params or int(exc.status_code) not in (400, 422, 500):
+def _rejected(param: str, exc: Any, params: Mapping[str, Any], *also: str) -> bool:
+    """Whether an error is the server refusing ``param`` (or a word of ``also``) that we
+    sent. llama-cpp-python's server reports its request validation failure as a 500."""
+    if param not in params or int(exc.status_code) not in (400, 422, 500):
         return False
     lowered = _error_text(exc).lower()
-    return "response_format" in lowered or "json_schema" in lowered
+    return any(word in lowered for word in (param, *also))
+
+
+def _format_rejected(exc: Any, params: Mapping[str, Any]) -> bool:
+    """Whether an error is the server refusing the response format we asked for."""
+    return _rejected("response_format", exc, params, "json_schema")
 
 
 def _token_logprobs(choice: Any) -> tuple[tuple[str, float], ...]:
@@ -161,6 +164,7 @@ class OpenAICompatible(ModelBase):
         self.timeout = require_positive("timeout", timeout)
         self.strict_schema = bool(strict_schema)
         self._auto = structured_output == "auto"
+        self._logprobs_ok = True
         self._rung = 0 if self._auto else _LADDER.index(structured_output)
         self._new_client: Callable[[], Any] | None = None
         if client is None:
@@ -189,6 +193,12 @@ class OpenAICompatible(ModelBase):
     def supports_tool_calls(self) -> bool:
         """Chat-completions servers take ``tools`` and answer with native tool calls."""
         return True
+
+    @property
+    def supports_logprobs(self) -> bool:
+        """Chat-completions servers return ``logprobs`` when asked, until this one refuses
+        them once (some reasoning models do): from then on it is not asked again."""
+        return self._logprobs_ok
 
     @property
     def structured_output(self) -> StructuredOutput:
@@ -227,6 +237,9 @@ class OpenAICompatible(ModelBase):
                 if self._auto and self._rung + 1 < len(_LADDER) and _format_rejected(exc, params):
                     self._rung += 1
                     continue
+                if _rejected("logprobs", exc, params):
+                    self._logprobs_ok = False  # the sensor reads None; the call goes on
+                    continue
                 raise self._status_error(exc) from exc
             lenient = call.request.response_schema is not None and rung != "json_schema"
             return self._raw(response, lenient=lenient)
@@ -248,7 +261,7 @@ class OpenAICompatible(ModelBase):
             params["stop"] = list(request.stop)
         if request.seed is not None:
             params["seed"] = request.seed
-        if request.logprobs:
+        if request.logprobs and self._logprobs_ok:
             params["logprobs"] = True
             params["top_logprobs"] = _TOP_LOGPROBS
         if request.tools:

@@ -154,6 +154,12 @@ class ModelBase(abc.ABC):
         """Whether the backend calls tools natively (``ModelRequest.tools``); False here."""
         return False
 
+    @property
+    def supports_logprobs(self) -> bool:
+        """Whether ``ModelRequest(logprobs=True)`` gets the generated tokens' logprobs back
+        (the confidence sensor); False here."""
+        return False
+
     async def complete(
         self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:

@@ -59,6 +59,11 @@ class WrapperModel:
         return bool(getattr(self.inner, "supports_tool_calls", False))
 
     @property
+    def supports_logprobs(self) -> bool:
+        """Whether the wrapped model returns token logprobs when asked."""
+        return bool(getattr(self.inner, "supports_logprobs", False))
+
+    @property
     def innermost(self) -> Model:
         """The model at the end of a chain of wrappers."""
         model: Model = self.inner

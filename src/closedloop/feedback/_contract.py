@@ -12,18 +12,27 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from .._records import RecordStore
 from ._json import JSONValue, thaw
 
 __all__ = [
+    "Hint",
     "Record",
     "Snapshot",
     "StateStore",
     "StoreStats",
+    "Write",
     "live_fields",
     "merge_field_expiry",
 ]
 
 _NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
+
+Hint = tuple[str, str, Mapping[str, Any]]
+"""``(namespace, key, value)``: an unconditional record write that rides with a save."""
+
+Write = tuple[str, str, Mapping[str, Any], int | None]
+"""``(namespace, key, value, expected_version)``: a record write under the version rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +76,15 @@ class Record:
 
 
 @runtime_checkable
-class StateStore(Protocol):
+class StateStore(RecordStore[Record], Protocol):
     """Session-bound state with compare-and-set versions, TTLs, and keyed records.
 
-    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore`` and
-    ``SQLiteStore`` implement it. Values must be JSON-serialisable.
+    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore``,
+    ``SQLiteStore`` and ``RedisStore`` implement it. Values must be JSON-serialisable. The
+    records half is :class:`~closedloop.execution.RecordStore`, the one the effect ledger
+    writes through; the sessions are below. ``BaseStore`` implements both, and every
+    wrapper (``StoreProxy``, ``SyncStore``) is built from these signatures, not a copy.
     """
-
-    # BaseStore implements these, SyncStore blocks on them and StoreProxy forwards them
-    # (every wrapper of a store is built on it): each spells the signatures once more.
 
     async def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
@@ -109,25 +118,6 @@ class StateStore(Protocol):
 
     async def gc(self) -> int:
         """Delete expired sessions and expired fields; return how many of both were removed."""
-
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
 
     async def close(self) -> None:
         """Release the backend; later operations raise ``StoreUnavailableError``."""

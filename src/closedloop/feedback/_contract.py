@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._records import RecordStore
 from ._json import JSONValue, thaw
@@ -18,6 +18,8 @@ from ._json import JSONValue, thaw
 __all__ = [
     "Hint",
     "Record",
+    "RecordWrite",
+    "SessionWrite",
     "Snapshot",
     "StateStore",
     "StoreStats",
@@ -33,6 +35,26 @@ Hint = tuple[str, str, Mapping[str, Any]]
 
 Write = tuple[str, str, Mapping[str, Any], int | None]
 """``(namespace, key, value, expected_version)``: a record write under the version rule."""
+
+
+class SessionWrite(NamedTuple):
+    """A checked compare-and-set of one session: what a backend's ``_put`` writes."""
+
+    session_id: str
+    expected: int
+    plain: dict[str, Any]
+    text: str  # ``plain`` as JSON, secrets scrubbed
+    ttls: Mapping[str, float]  # the fields given a fresh TTL by this write
+
+
+class RecordWrite(NamedTuple):
+    """A checked record write: ``expected`` None writes unconditionally, 0 only if absent."""
+
+    namespace: str
+    key: str
+    expected: int | None
+    plain: dict[str, Any]
+    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, NamedTuple, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 from .._conflict import retry_on_conflict
 from .._exceptions import (
@@ -29,6 +29,8 @@ from .._validation import require_int_at_least, require_positive
 from ._contract import (
     Hint,
     Record,
+    RecordWrite,
+    SessionWrite,
     Snapshot,
     StateStore,
     StoreStats,
@@ -63,26 +65,6 @@ _MAX_ID_LENGTH = 1024
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-
-class SessionWrite(NamedTuple):
-    """A checked compare-and-set of one session: what a backend's ``_put`` writes."""
-
-    session_id: str
-    expected: int
-    plain: dict[str, Any]
-    text: str  # ``plain`` as JSON, secrets scrubbed
-    ttls: Mapping[str, float]  # the fields given a fresh TTL by this write
-
-
-class RecordWrite(NamedTuple):
-    """A checked record write: ``expected`` None writes unconditionally, 0 only if absent."""
-
-    namespace: str
-    key: str
-    expected: int | None
-    plain: dict[str, Any]
-    text: str
 
 
 class _Counters:

@@ -8,12 +8,18 @@ must agree.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
+from closedloop.agent import RunResult
+from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import SQLiteStore
 
 from .conftest import call, final, make_agent, scripted
+
+CITIES = ["Paris", "Rome", "Oslo", "Lima"]
 
 
 def lookup(city: str) -> dict[str, Any]:
@@ -52,5 +58,96 @@ async def test_a_read_only_step_costs_one_synced_commit(tmp_path: Path) -> None:
         # One for the session's creation, then one per step: the state save carries the
         # step's hints (PID history, success memory) in the same transaction.
         assert len(commits) - 1 == len(result.steps)
+    finally:
+        await store.close()
+
+
+def send(city: str) -> dict[str, Any]:
+    """Send a postcard to a city (at most once)."""
+    return {"sent": city}
+
+
+async def test_a_step_with_an_irreversible_effect_costs_two_synced_commits(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        commits = _trace_commits(store)
+        before = store.stats.commits
+        action = AtomicAction(name="send", fn=send, effect=EffectClass.IRREVERSIBLE)
+        model = scripted(*(call("send", city=c) for c in CITIES), final("sent"))
+        agent, _ = make_agent(model, [action], store=store)
+        result = await agent.run("postcards")
+        assert result.success and len(result.steps) == len(CITIES) + 1
+        assert len(commits) == store.stats.commits - before
+        # The session's creation; per effect step the claim before the call and the save
+        # after it, which carries the ledger's commit; one for the final step.
+        assert len(commits) == 1 + 2 * len(CITIES) + 1
+    finally:
+        await store.close()
+
+
+async def _run_alone(path: Path) -> int:
+    """Synced commits of one read-only run on its own file."""
+    store = SQLiteStore(path)
+    try:
+        commits = _trace_commits(store)
+        model = scripted(*(call("lookup", city=c) for c in CITIES), final("ok"))
+        agent, _ = make_agent(model, [lookup], store=store)
+        assert (await agent.run("weather")).success
+        return len(commits)
+    finally:
+        await store.close()
+
+
+async def _in_lockstep(store: SQLiteStore, runs: list[asyncio.Task[RunResult]]) -> None:
+    """Hold the store's worker until every unfinished run waits for the store, then let it
+    go: each time, the writes of all the runs wait together, as under load."""
+    queue = store._executor._work_queue  # type: ignore[attr-defined]
+    while not all(r.done() for r in runs):
+        started, release = threading.Event(), threading.Event()
+
+        def hold(started: threading.Event = started, release: threading.Event = release) -> None:
+            started.set()
+            release.wait()
+
+        store._executor.submit(hold)
+        for _ in range(100_000):  # the worker reaches the hold; every live run queues
+            if started.is_set() and queue.qsize() >= sum(not r.done() for r in runs):
+                break
+            await asyncio.sleep(0)
+        else:
+            raise AssertionError("the runs never all waited for the store")
+        release.set()
+
+
+async def test_group_commit_joins_concurrent_sessions_writes_into_one_commit(
+    tmp_path: Path,
+) -> None:
+    alone = await _run_alone(tmp_path / "alone.db")
+    sessions = 4
+    store = SQLiteStore(tmp_path / "shared.db")
+    try:
+        commits = _trace_commits(store)
+        before = store.stats.commits
+        agents = [
+            make_agent(
+                scripted(*(call("lookup", city=c) for c in CITIES), final("ok")),
+                [lookup],
+                store=store,
+            )[0]
+            for _ in range(sessions)
+        ]
+        runs = [asyncio.ensure_future(a.run("weather")) for a in agents]
+        await _in_lockstep(store, runs)
+        results = [await r for r in runs]
+        assert all(r.success for r in results)
+        assert len(commits) == store.stats.commits - before
+        steps = sum(len(r.steps) for r in results)
+        # Alone, a run commits once for its session and once a step; side by side, the
+        # writes that wait together share a commit: four runs cost what one did.
+        assert alone == 1 + len(CITIES) + 1
+        assert len(commits) == alone < sessions * alone
+        assert len(commits) / steps < 1 / 2
     finally:
         await store.close()

@@ -287,3 +287,14 @@ async def test_condition_must_return_bool_or_reason() -> None:
 def test_confirmation_needs_an_approver() -> None:
     with pytest.raises(ConfigurationError):
         Confirmation(" ")
+
+
+def test_execute_sync_runs_the_action_to_its_end_without_an_event_loop() -> None:
+    from closedloop.execution import execute_sync
+
+    action = AtomicAction(name="double", fn=lambda n: 2 * n)
+    outcome = execute_sync(action, {"n": 21}, ledger=None, task_id="t", step=0)
+    assert outcome.status is OutcomeStatus.SUCCEEDED and outcome.result == 42
+    assert execute_sync.__name__ == "execute_sync" and "without an event loop" in str(
+        execute_sync.__doc__
+    )

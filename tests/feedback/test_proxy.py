@@ -17,7 +17,7 @@ class Counting(StoreProxy):
         super().__init__(store)
         self.flushes = 0
 
-    async def flush(self) -> None:
+    async def _before_write(self) -> None:
         self.flushes += 1
 
 

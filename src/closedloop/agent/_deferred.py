@@ -19,11 +19,11 @@ from typing import Any
 from .._exceptions import StaleStateError
 from ..feedback import Record, StateStore, StoreProxy
 from ..feedback._json import CheckedDocument, check_json, encode_document, freeze_mapping
-from ..feedback._store import record_name
+from ..feedback._store import Hint, Write, record_name
 
 __all__ = ["DeferredRecords", "PendingRecord", "RidingWrites", "Write"]
 
-PendingRecord = tuple[str, str, Mapping[str, Any]]
+PendingRecord = Hint
 """``(namespace, key, value)`` of a record waiting for the next save."""
 
 
@@ -36,53 +36,65 @@ def _checked(value: Mapping[str, Any]) -> CheckedDocument:
     return CheckedDocument(plain, encode_document(plain))
 
 
-class DeferredRecords:
+class _HeldBack(StoreProxy):
+    """A view of ``store`` that keeps some record writes back for a later save.
+
+    Reads see the held records over the store's own; everything else goes to ``store``.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store)
+        self._held: dict[tuple[str, str], Record] = {}  # what reads see of held writes
+
+    async def record_get(self, namespace: str, key: str) -> Record | None:
+        held = self._held.get((namespace, key))
+        return held if held is not None else await self.store.record_get(namespace, key)
+
+    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
+        stored = await self.store.record_list(namespace, prefix)
+        merged = {r.key: r for r in stored}
+        for (ns, key), record in self._held.items():
+            if ns == namespace and key.startswith(prefix):
+                merged[key] = record
+        return [merged[k] for k in sorted(merged)]
+
+
+class DeferredRecords(_HeldBack):
     """A :class:`StateStore` view whose unconditional record writes in ``namespaces`` wait.
 
-    Reads see the waiting writes over the store's own records; everything else goes
-    straight to ``store``. :meth:`drain` takes the waiting writes for a save,
-    :meth:`requeue` puts them back when that save failed, :meth:`flush` writes them alone.
+    :meth:`drain` takes the waiting writes for a save, :meth:`requeue` puts them back when
+    that save failed, :meth:`flush` writes them alone.
     """
 
     def __init__(self, store: StateStore, namespaces: Collection[str]) -> None:
-        self.store = store
+        super().__init__(store)
         self.namespaces = frozenset(namespaces)
-        self._pending: dict[tuple[str, str], Record] = {}
         self._values: dict[tuple[str, str], CheckedDocument] = {}  # what a save writes
-        # Sessions go straight through: the store's own methods, with no frame in between.
-        self.create = store.create
-        self.get = store.get
-        self.put = store.put
-        self.update = store.update
-        self.delete = store.delete
-        self.gc = store.gc
         clock = getattr(store, "_now", None)  # a BaseStore's clock, so ages compare
         self._clock: Callable[[], float] | None = clock if callable(clock) else None
         self._tick = 0.0
 
     def __repr__(self) -> str:
-        return f"DeferredRecords({self.store!r}, waiting={len(self._pending)})"
+        return f"DeferredRecords({self.store!r}, waiting={len(self._held)})"
 
     @property
     def waiting(self) -> int:
         """How many record writes wait for the next save."""
-        return len(self._pending)
+        return len(self._held)
 
     def drain(self) -> list[PendingRecord]:
         """Take every waiting write (in the order they were made)."""
         values = self._values
-        out: list[PendingRecord] = [(ns, key, values[(ns, key)]) for ns, key in self._pending]
-        self._pending.clear()
+        out: list[PendingRecord] = [(ns, key, values[(ns, key)]) for ns, key in self._held]
+        self._held.clear()
         values.clear()
         return out
 
     def requeue(self, items: list[PendingRecord]) -> None:
         """Put back writes a failed save did not make; newer waiting writes win."""
         for namespace, key, value in items:
-            if (namespace, key) not in self._pending:
-                checked = _checked(value)
-                self._pending[(namespace, key)] = self._record(namespace, key, checked.plain)
-                self._values[(namespace, key)] = checked
+            if (namespace, key) not in self._held:
+                self._hold(namespace, key, _checked(value))
 
     async def flush(self) -> None:
         """Write the waiting records now, each on its own (when no save will follow)."""
@@ -95,67 +107,36 @@ class DeferredRecords:
         self._tick += 1.0  # order only: the memory trims by age
         return self._tick
 
-    def _record(self, namespace: str, key: str, value: Mapping[str, Any]) -> Record:
-        return Record(
+    def _hold(self, namespace: str, key: str, checked: CheckedDocument) -> Record:
+        record = Record(
             namespace=namespace,
             key=key,
             version=0,  # not stored yet
-            value=freeze_mapping(value),
+            value=freeze_mapping(checked.plain),
             updated_at=self._now(),
         )
+        self._held[(namespace, key)] = record
+        self._values[(namespace, key)] = checked
+        return record
+
+    def _held_write(self, write: Write) -> Record | None:
+        namespace, key, value, expected_version = write
+        if namespace not in self.namespaces or expected_version is not None:
+            return None
+        self._held.pop((namespace, key), None)  # the latest write goes last in the order
+        return self._hold(namespace, key, _checked(value))
+
+    async def record_delete(self, namespace: str, key: str) -> bool:
+        held = self._held.pop((namespace, key), None)
+        self._values.pop((namespace, key), None)
+        stored = await self.store.record_delete(namespace, key)
+        return stored or held is not None
 
     async def close(self) -> None:
         await self.flush()
 
-    # --- records ------------------------------------------------------------------------
 
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        waiting = self._pending.get((namespace, key))
-        if waiting is not None:
-            return waiting
-        return await self.store.record_get(namespace, key)
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        if namespace not in self.namespaces or expected_version is not None:
-            return await self.store.record_put(
-                namespace, key, value, expected_version=expected_version
-            )
-        checked = _checked(value)
-        record = self._record(namespace, key, checked.plain)
-        self._pending.pop((namespace, key), None)
-        self._pending[(namespace, key)] = record
-        self._values[(namespace, key)] = checked
-        return record
-
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        stored = await self.store.record_list(namespace, prefix)
-        if namespace not in self.namespaces:
-            return stored
-        merged = {r.key: r for r in stored}
-        for (ns, key), record in self._pending.items():
-            if ns == namespace and key.startswith(prefix):
-                merged[key] = record
-        return [merged[k] for k in sorted(merged)]
-
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        waiting = self._pending.pop((namespace, key), None)
-        self._values.pop((namespace, key), None)
-        stored = await self.store.record_delete(namespace, key)
-        return stored or waiting is not None
-
-
-Write = tuple[str, str, Mapping[str, Any], int | None]
-"""``(namespace, key, value, expected_version)``: a conditional write waiting for a save."""
-
-
-class RidingWrites(StoreProxy):
+class RidingWrites(_HeldBack):
     """The effect ledger's view of a store: its commits ride with the next state save.
 
     A claim must reach the disk before its effect runs, and does (``record_put`` goes
@@ -169,9 +150,8 @@ class RidingWrites(StoreProxy):
     """
 
     def __init__(self, store: StateStore) -> None:
-        self.store = store
+        super().__init__(store)
         self._writes: list[Write] = []  # in order: the store replays each compare-and-set
-        self._view: dict[tuple[str, str], Record] = {}  # what reads see of them
 
     def __repr__(self) -> str:
         return f"RidingWrites({self.store!r}, waiting={len(self._writes)})"
@@ -183,15 +163,15 @@ class RidingWrites(StoreProxy):
 
     def take(self) -> tuple[list[Write], dict[tuple[str, str], Record]]:
         """Every waiting write in order, and the view of them; none wait afterwards."""
-        taken = (self._writes, self._view)
-        self._writes, self._view = [], {}
+        taken = (self._writes, self._held)
+        self._writes, self._held = [], {}
         return taken
 
     def give_back(self, taken: tuple[list[Write], dict[tuple[str, str], Record]]) -> None:
         """Put back what :meth:`take` took when the save that took it failed."""
         writes, view = taken
         self._writes = [*writes, *self._writes]
-        self._view = {**view, **self._view}
+        self._held = {**view, **self._held}
 
     async def flush(self) -> None:
         """Write what waits now, all or nothing, in one transaction where the store can."""
@@ -204,9 +184,9 @@ class RidingWrites(StoreProxy):
             self.give_back(taken)
             raise
 
-    async def record_put_many(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[Record]:
+    _before_write = flush
+
+    async def record_put_many(self, items: Sequence[Write]) -> list[Record]:
         if any(expected is None for _, _, _, expected in items):
             # No version to predict: write now, after what waits.
             await self.flush()
@@ -216,7 +196,7 @@ class RidingWrites(StoreProxy):
         for namespace, key, value, expected in items:
             assert expected is not None
             name = (namespace, key)
-            known = staged.get(name) or self._view.get(name)
+            known = staged.get(name) or self._held.get(name)
             if known is not None and known.version != expected:
                 raise StaleStateError(record_name(namespace, key), expected, known.version)
             checked = _checked(value)
@@ -229,21 +209,5 @@ class RidingWrites(StoreProxy):
                 updated_at=0.0,  # not stored yet
             )
         self._writes.extend(writes)
-        self._view.update(staged)
+        self._held.update(staged)
         return [staged[(namespace, key)] for namespace, key, _, _ in items]
-
-    # --- everything else: what waits first, then straight through ----------------------
-
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        waiting = self._view.get((namespace, key))
-        if waiting is not None:
-            return waiting
-        return await self.store.record_get(namespace, key)
-
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        stored = await self.store.record_list(namespace, prefix)
-        merged = {r.key: r for r in stored}
-        for (ns, key), record in self._view.items():
-            if ns == namespace and key.startswith(prefix):
-                merged[key] = record
-        return [merged[k] for k in sorted(merged)]

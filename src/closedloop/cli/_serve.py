@@ -33,6 +33,44 @@ def _import_agents(specs: list[str]) -> None:
         raise typer.BadParameter(f"{exc.value!r} {exc.reason}", param_hint="--agents") from None
 
 
+WorldOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Base URL of the world the reference agents call, or 'local' / "
+        "'local:PROFILE' to serve one on loopback beside the service."
+    ),
+]
+AgentsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A module to import that registers agents on default_registry(), or "
+        "module:function called with the registry. Repeatable."
+    ),
+]
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Worker processes behind the one port (uvicorn's supervisor); more than one "
+        "needs a shared --store (sqlite:///PATH or redis://...).",
+    ),
+]
+QueueOption = Annotated[
+    str,
+    typer.Option(
+        help="Where runs are dispatched: a redis:// URL (a stream every worker reads; a "
+        "run whose worker dies is taken over by a live one), 'none' (each run in the "
+        "process that received it), or 'auto': the store's URL when it is Redis.",
+    ),
+]
+TakeoverOption = Annotated[
+    float,
+    typer.Option(
+        min=0.5, help="Seconds without a sign of life before a live worker takes a run over."
+    ),
+]
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free port).")] = 8000,
@@ -40,48 +78,17 @@ def serve(
     model: Annotated[
         str | None, typer.Option(help="Model spec the agents run on (default: the built-in).")
     ] = None,
-    world: Annotated[
-        str | None,
-        typer.Option(
-            help="Base URL of the world the reference agents call, or 'local' / "
-            "'local:PROFILE' to serve one on loopback beside the service."
-        ),
-    ] = None,
-    agents: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A module to import that registers agents on default_registry(), or "
-            "module:function called with the registry. Repeatable."
-        ),
-    ] = None,
+    world: WorldOption = None,
+    agents: AgentsOption = None,
     rate: Annotated[float, typer.Option(min=0.001, help="Requests a second per key.")] = 20.0,
     burst: Annotated[int, typer.Option(min=1, help="Burst of requests per key.")] = 40,
     runs_dir: Annotated[
         Path | None, typer.Option(help="Where run traces go (default $CLOSEDLOOP_HOME/runs).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Worker processes behind the one port (uvicorn's supervisor); more than one "
-            "needs a shared --store (sqlite:///PATH or redis://...).",
-        ),
-    ] = 1,
-    queue: Annotated[
-        str,
-        typer.Option(
-            help="Where runs are dispatched: a redis:// URL (a stream every worker reads; a "
-            "run whose worker dies is taken over by a live one), 'none' (each run in the "
-            "process that received it), or 'auto': the store's URL when it is Redis.",
-        ),
-    ] = "auto",
-    takeover_after: Annotated[
-        float,
-        typer.Option(
-            min=0.5, help="Seconds without a sign of life before a live worker takes a run over."
-        ),
-    ] = 15.0,
+    workers: WorkersOption = 1,
+    queue: QueueOption = "auto",
+    takeover_after: TakeoverOption = 15.0,
 ) -> None:
     """Serve the API and the dashboard until Ctrl-C (create a key with `closedloop keys create`)."""
     try:

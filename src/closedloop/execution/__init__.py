@@ -31,6 +31,7 @@ from .._policy import (
     wait_none,
     wait_random,
 )
+from .._records import RecordStore
 from ._action import (
     AtomicAction,
     CheckFn,
@@ -47,7 +48,6 @@ from ._execute import execute, execute_sync
 from ._executor import Executor
 from ._ledger import CompensationResult, EffectLedger
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
-from ._record_store import RecordStore
 from ._secret import EnvResolver, Secret, SecretResolver
 
 # The executor's retry policy is the one policy algebra of closedloop.policy. The names
@@ -124,8 +124,12 @@ __all__ = [
     "normalise",
 ]
 
-# Public names show as closedloop.execution.X in reprs and docs (httpx does the same).
+# Public names show as closedloop.execution.X in reprs and docs (httpx does the same); the
+# records protocol is defined beside the whole package (both execution and feedback use it)
+# and published here.
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith(f"{__name__}._"):
+    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith(
+        (f"{__name__}._", "closedloop._records")
+    ):
         _obj.__module__ = __name__

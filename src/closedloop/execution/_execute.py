@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from .._policy import RetryPolicy
 from ._action import AtomicAction, Confirmation
@@ -18,6 +18,9 @@ from ._ledger import EffectLedger
 from ._outcome import ActionOutcome
 
 __all__ = ["execute", "execute_sync"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 async def execute(
@@ -46,27 +49,15 @@ async def execute(
     )
 
 
-def execute_sync(
-    action: AtomicAction,
-    args: Mapping[str, Any] | None = None,
-    *,
-    ledger: EffectLedger | None,
-    task_id: str,
-    step: int,
-    confirmation: Confirmation | None = None,
-    retry: RetryPolicy | None = None,
-    state: Mapping[str, Any] | None = None,
-) -> ActionOutcome:
-    """:func:`execute` for code without an event loop."""
-    return asyncio.run(
-        execute(
-            action,
-            args,
-            ledger=ledger,
-            task_id=task_id,
-            step=step,
-            confirmation=confirmation,
-            retry=retry,
-            state=state,
-        )
-    )
+def _in_a_new_loop(fn: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P, _T]:
+    """``fn`` for code without an event loop: the same arguments, run to its end."""
+
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+execute_sync = _in_a_new_loop(execute)
+execute_sync.__name__ = execute_sync.__qualname__ = "execute_sync"
+execute_sync.__doc__ = """:func:`execute` for code without an event loop (the same arguments)."""

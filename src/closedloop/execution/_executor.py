@@ -8,6 +8,7 @@ reason about; programming errors (a bad argument, a ``TypeError`` in the action)
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -36,6 +37,8 @@ from ._canonical import effect_key
 from ._inflight import (
     DEFAULT_IN_FLIGHT_WAIT_S,
     Call,
+    Claims,
+    claim_of,
     fenced_after_call,
     gone,
     in_flight,
@@ -199,35 +202,49 @@ class Executor:
         state: Mapping[str, Any] | None,
     ) -> ActionOutcome:
         assert run.key is not None
-        key = run.key
-        action = run.action
-        first: EffectRecord | None = None
-        if not action.requires_confirmation and not action.preconditions:
-            # Nothing to check before the claim: claim first and read only if an entry is
-            # already there (the claim is a conditional insert), one store trip, not two.
-            try:
-                first = await ledger.claim(
-                    key=key,
-                    task_id=run.task_id,
-                    step=run.step,
-                    action=action,
-                    args=run.args,
-                    attempts=1,
-                )
-            except Exception:
-                # An entry is there (a lost conditional insert), or the claim was refused
-                # (an unstorable argument): read and claim as before, where a refused
-                # claim is a failed try of the retry loop.
-                first = None
+        first = await self._claim_first(run, ledger)
         record = None if first is not None else await ledger.get(run.key)
-        if record is not None and record.status is EffectStatus.PENDING:
+        if record is not None:
+            known = await self._earlier(run, ledger, record)
+            if isinstance(known, ActionOutcome):
+                return known
+            record = known
+        blocked = await self._gate(run, confirmation, state)
+        if blocked is not None:
+            return blocked
+        claims = Claims(claimed=record, first=first)
+        retried = await self._retry(run, functools.partial(self._try_once, run, ledger, claims))
+        if retried.error is not None:
+            return self._failure(run, retried.error)
+        return retried.unwrap()
+
+    async def _claim_first(self, run: Call, ledger: EffectLedger) -> EffectRecord | None:
+        """Claim before any read when nothing is checked first (the claim is a conditional
+        insert, so a key seen before costs a read only then): one store trip, not two."""
+        action = run.action
+        if action.requires_confirmation or action.preconditions:
+            return None
+        try:
+            return await ledger.claim(**claim_of(run), attempts=1)
+        except Exception:
+            # An entry is there (a lost conditional insert), or the claim was refused (an
+            # unstorable argument): read and claim as before, where a refused claim is a
+            # failed try of the retry loop.
+            return None
+
+    async def _earlier(
+        self, run: Call, ledger: EffectLedger, record: EffectRecord
+    ) -> ActionOutcome | EffectRecord:
+        """What an entry left by an earlier call decides: its outcome replayed, a refusal,
+        or the (settled) entry a new claim builds on."""
+        if record.status is EffectStatus.PENDING:
             settled = await self._settle(run, ledger, record, "is pending from an earlier run")
             if isinstance(settled, ActionOutcome):
                 return settled
             record = settled
-        if record is not None and record.status is EffectStatus.COMMITTED:
+        if record.status is EffectStatus.COMMITTED:
             return await self._replay(run, record)
-        if record is not None and record.status is not EffectStatus.FAILED:
+        if record.status is not EffectStatus.FAILED:
             return run.outcome(
                 OutcomeStatus.FAILED,
                 error=LedgerError(
@@ -235,73 +252,70 @@ class Executor:
                     "doing it again needs a new task id or step"
                 ),
             )
-        blocked = await self._gate(run, confirmation, state)
-        if blocked is not None:
-            return blocked
-        claimed = record
+        return record
 
-        async def attempt(n: int) -> ActionOutcome:
-            # One claim and one call; an outcome is the end, an exception a failed try.
-            nonlocal claimed, first
-            run.attempt = n
-            try:
-                if first is not None:  # claimed above, before any read
-                    current, first = first, None
-                else:
-                    current = await ledger.claim(
-                        key=key,
-                        task_id=run.task_id,
-                        step=run.step,
-                        action=action,
-                        args=run.args,
-                        attempts=n,
-                        previous=claimed,
-                    )
-                await self._emit("claimed", run)
-                # The last look before the world changes: still this claim, lease live.
-                current = await ledger.check_fence(current)
-            except StaleStateError as exc:
-                # Another claim holds the key (a claim at the same moment, or a takeover
-                # since ours): watch it and answer with its outcome, never call as well.
-                watched = await self._watch_other(run, ledger, exc)
-                if isinstance(watched, ActionOutcome):
-                    return watched
-                claimed = watched  # it failed: this try failed too, the next claims anew
-                raise LedgerError(f"effect {key!r}: the claim that won failed") from exc
-            claimed = current
-            try:
-                result = await action.invoke(run.args)
-            except action.uncertain_errors as exc:
-                why = f"ended in {type(exc).__name__}: {exc}"
-                resolved = await self._reconcile(run, ledger, current, why, exc)
-                if isinstance(resolved, ActionOutcome):
-                    return resolved
-                claimed = current = resolved
-                if current.status is EffectStatus.COMMITTED:
-                    await self._emit("committed", run)
-                    return await self._check_result(run, current.result, current)
-                failure: Exception = exc
-            except PROGRAMMING_ERRORS as exc:
-                await ledger.fail(current, exc, attempts=n)
-                raise
-            except Exception as exc:
-                claimed = await ledger.fail(current, exc, attempts=n)
-                failure = exc
-            else:
-                await self._emit("called", run)
-                try:
-                    committed = await ledger.commit(current, result, attempts=n)
-                except FencedOutError as exc:
-                    return fenced_after_call(run, result, exc)
+    async def _try_once(
+        self, run: Call, ledger: EffectLedger, claims: Claims, n: int
+    ) -> ActionOutcome:
+        """One claim and one call; an outcome is the end, an exception a failed try."""
+        run.attempt = n
+        try:
+            current = await self._claim_try(run, ledger, claims, n)
+        except StaleStateError as exc:
+            # Another claim holds the key (a claim at the same moment, or a takeover since
+            # ours): watch it and answer with its outcome, never call as well.
+            watched = await self._watch_other(run, ledger, exc)
+            if isinstance(watched, ActionOutcome):
+                return watched
+            claims.claimed = watched  # it failed: this try failed too, the next claims anew
+            raise LedgerError(f"effect {run.key!r}: the claim that won failed") from exc
+        claims.claimed = current
+        return await self._call_claimed(run, ledger, claims, current, n)
+
+    async def _claim_try(
+        self, run: Call, ledger: EffectLedger, claims: Claims, n: int
+    ) -> EffectRecord:
+        if claims.first is not None:  # claimed before any read
+            current, claims.first = claims.first, None
+        else:
+            current = await ledger.claim(**claim_of(run), attempts=n, previous=claims.claimed)
+        await self._emit("claimed", run)
+        # The last look before the world changes: still this claim, lease live.
+        return await ledger.check_fence(current)
+
+    async def _call_claimed(
+        self, run: Call, ledger: EffectLedger, claims: Claims, current: EffectRecord, n: int
+    ) -> ActionOutcome:
+        """The call under a live claim, and the ledger written with what it did."""
+        action = run.action
+        try:
+            result = await action.invoke(run.args)
+        except action.uncertain_errors as exc:
+            why = f"ended in {type(exc).__name__}: {exc}"
+            resolved = await self._reconcile(run, ledger, current, why, exc)
+            if isinstance(resolved, ActionOutcome):
+                return resolved
+            claims.claimed = resolved
+            if resolved.status is EffectStatus.COMMITTED:
                 await self._emit("committed", run)
-                return await self._check_result(run, result, committed)
-            await self._emit("failed", run)
-            raise failure
-
-        retried = await self._retry(run, attempt)
-        if retried.error is not None:
-            return self._failure(run, retried.error)
-        return retried.unwrap()
+                return await self._check_result(run, resolved.result, resolved)
+            failure: Exception = exc
+        except PROGRAMMING_ERRORS as exc:
+            await ledger.fail(current, exc, attempts=n)
+            raise
+        except Exception as exc:
+            claims.claimed = await ledger.fail(current, exc, attempts=n)
+            failure = exc
+        else:
+            await self._emit("called", run)
+            try:
+                committed = await ledger.commit(current, result, attempts=n)
+            except FencedOutError as exc:
+                return fenced_after_call(run, result, exc)
+            await self._emit("committed", run)
+            return await self._check_result(run, result, committed)
+        await self._emit("failed", run)
+        raise failure
 
     async def _replay(self, run: Call, record: EffectRecord) -> ActionOutcome:
         await self._emit("replayed", run)

@@ -23,6 +23,8 @@ from ._outcome import ActionOutcome, OutcomeStatus
 __all__ = [
     "DEFAULT_IN_FLIGHT_WAIT_S",
     "Call",
+    "Claims",
+    "claim_of",
     "fenced_after_call",
     "gone",
     "in_flight",
@@ -121,3 +123,24 @@ def fenced_after_call(call: Call, result: Any, exc: FencedOutError) -> ActionOut
     )
     error.__cause__ = exc
     return call.outcome(OutcomeStatus.RECONCILIATION_REQUIRED, result=result, error=error)
+
+
+@dataclass(slots=True)
+class Claims:
+    """What the tries of one once-effect call share: the claim a new one builds on, and
+    one made before any read, which the first try uses."""
+
+    claimed: EffectRecord | None
+    first: EffectRecord | None
+
+
+def claim_of(run: Call) -> dict[str, Any]:
+    """The ledger's claim arguments for ``run``."""
+    assert run.key is not None
+    return {
+        "key": run.key,
+        "task_id": run.task_id,
+        "step": run.step,
+        "action": run.action,
+        "args": run.args,
+    }

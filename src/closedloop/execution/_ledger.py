@@ -26,11 +26,11 @@ from .._exceptions import (
     StaleStateError,
 )
 from .._policy import PROGRAMMING_ERRORS, retry_if_result
+from .._records import FencedStore, RecordStore, StoredRecord
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
 from ._claims import DEFAULT_LEASE_S, ClaimRules, default_owner
 from ._effect import EffectRecord, EffectStatus
-from ._record_store import FencedStore, RecordStore, StoredRecord
 from ._saga import CompensationResult, compensate_task, describe, index_actions
 
 __all__ = [

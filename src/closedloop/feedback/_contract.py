@@ -10,20 +10,51 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from .._records import RecordStore
 from ._json import JSONValue, thaw
 
 __all__ = [
+    "Hint",
     "Record",
+    "RecordWrite",
+    "SessionWrite",
     "Snapshot",
     "StateStore",
     "StoreStats",
+    "Write",
     "live_fields",
     "merge_field_expiry",
 ]
 
 _NO_EXPIRY: Mapping[str, float] = MappingProxyType({})
+
+Hint = tuple[str, str, Mapping[str, Any]]
+"""``(namespace, key, value)``: an unconditional record write that rides with a save."""
+
+Write = tuple[str, str, Mapping[str, Any], int | None]
+"""``(namespace, key, value, expected_version)``: a record write under the version rule."""
+
+
+class SessionWrite(NamedTuple):
+    """A checked compare-and-set of one session: what a backend's ``_put`` writes."""
+
+    session_id: str
+    expected: int
+    plain: dict[str, Any]
+    text: str  # ``plain`` as JSON, secrets scrubbed
+    ttls: Mapping[str, float]  # the fields given a fresh TTL by this write
+
+
+class RecordWrite(NamedTuple):
+    """A checked record write: ``expected`` None writes unconditionally, 0 only if absent."""
+
+    namespace: str
+    key: str
+    expected: int | None
+    plain: dict[str, Any]
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +98,15 @@ class Record:
 
 
 @runtime_checkable
-class StateStore(Protocol):
+class StateStore(RecordStore[Record], Protocol):
     """Session-bound state with compare-and-set versions, TTLs, and keyed records.
 
-    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore`` and
-    ``SQLiteStore`` implement it. Values must be JSON-serialisable.
+    Every part of closedloop that keeps state talks to this protocol; ``MemoryStore``,
+    ``SQLiteStore`` and ``RedisStore`` implement it. Values must be JSON-serialisable. The
+    records half is :class:`~closedloop.execution.RecordStore`, the one the effect ledger
+    writes through; the sessions are below. ``BaseStore`` implements both, and every
+    wrapper (``StoreProxy``, ``SyncStore``) is built from these signatures, not a copy.
     """
-
-    # BaseStore implements these, SyncStore blocks on them and StoreProxy forwards them
-    # (every wrapper of a store is built on it): each spells the signatures once more.
 
     async def create(
         self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
@@ -109,25 +140,6 @@ class StateStore(Protocol):
 
     async def gc(self) -> int:
         """Delete expired sessions and expired fields; return how many of both were removed."""
-
-    async def record_get(self, namespace: str, key: str) -> Record | None:
-        """The record, or None if there is none."""
-
-    async def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        """Write a record: unconditionally (None), only if absent (0), or only at version N."""
-
-    async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
-
-    async def record_delete(self, namespace: str, key: str) -> bool:
-        """Remove a record; True if it existed."""
 
     async def close(self) -> None:
         """Release the backend; later operations raise ``StoreUnavailableError``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -16,6 +16,8 @@ from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
     Record,
+    RecordWrite,
+    SessionWrite,
     Snapshot,
     live_fields,
     merge_field_expiry,
@@ -129,14 +131,8 @@ class MemoryStore(BaseStore):
             s = self._live(session_id, now)
         return _snapshot(session_id, s, now)
 
-    async def _put(
-        self,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-    ) -> Snapshot:
+    async def _put(self, write: SessionWrite) -> Snapshot:
+        session_id, expected, plain, _, ttls = write
         now = await self._enter()
         with self._lock:
             old = self._live(session_id, now)
@@ -197,20 +193,11 @@ class MemoryStore(BaseStore):
         with self._lock:
             return self._records.get(namespace, {}).get(key)
 
-    async def _record_put(
-        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
-    ) -> Record:
-        return (await self._write_records([(namespace, key, expected, plain, text)]))[0]
+    async def _record_put(self, write: RecordWrite) -> Record:
+        return (await self._record_put_many([write]))[0]
 
-    async def record_put_many(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[Record]:
-        """Conditional record writes, all or none: every version is checked first."""
-        return await self._write_records(self._check_record_writes(items))
-
-    async def _write_records(
-        self, checked: list[tuple[str, str, int | None, dict[str, Any], str]]
-    ) -> list[Record]:
+    async def _record_put_many(self, checked: list[RecordWrite]) -> list[Record]:
+        # All or none: every version is checked before anything is written.
         now = await self._enter()
         with self._lock:
             versions: dict[tuple[str, str], int] = {}
@@ -233,9 +220,8 @@ class MemoryStore(BaseStore):
                 out.append(record)
         return out
 
-    async def _record_put_fenced(
-        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:
+        namespace, key, _, plain, _ = write
         now = await self._enter()
         with self._lock:
             old = self._records.get(namespace, {}).get(key)

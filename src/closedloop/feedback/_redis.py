@@ -14,7 +14,7 @@ import contextlib
 import functools
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._exceptions import (
@@ -45,9 +45,12 @@ from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
     Record,
+    RecordWrite,
+    SessionWrite,
     Snapshot,
     live_fields,
     record_name,
+    writes_together,
 )
 
 if TYPE_CHECKING:
@@ -227,44 +230,24 @@ class RedisStore(BaseStore):
             raise self._not_found(session_id, "expired", h["e"], now)
         return session_snapshot(session_id, h, now)
 
-    async def put_with_records(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
-    ) -> Snapshot:
-        """:meth:`put` and unconditional record writes as one atomic script (one round trip).
+    put_with_records = writes_together(BaseStore.put_with_records)
 
-        The records are written only if the put succeeds, and then all of them; the
-        conditional ``writes`` (:meth:`record_put_many`) go first, on their own.
-        """
+    async def _put_with_records(
+        self, save: SessionWrite, hints: list[RecordWrite], writes: list[RecordWrite]
+    ) -> Snapshot:
+        # The put and the hints as one atomic script (one round trip): the hints are
+        # written only if the put succeeds, and then all of them. The conditional
+        # ``writes`` go first, on their own.
         if writes:
-            await self.record_put_many(writes)
-        session_id = self._check_session_id(session_id)
-        expected = self._check_expected_version(expected_version)
-        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        return await self._put(session_id, expected, plain, text, {}, records)
+            await self._record_put_many(writes)
+        return await self._put(save, hints)
 
-    async def _put(
-        self,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-    ) -> Snapshot:
+    async def _put(self, write: SessionWrite, hints: Sequence[RecordWrite] = ()) -> Snapshot:
+        session_id, expected, plain, text, ttls = write
         # One script writes the session and, for put_with_records, its records too.
         keys = [self._session_key(session_id), self._field_index]
         record_args: list[str] = []
-        for namespace, key, value in records:
-            namespace, key = self._check_record_key(namespace, key)
-            _, value_text = self._check_document(
-                value, argument="value", what=f"record {record_name(namespace, key)!r}"
-            )
+        for namespace, key, _, _, value_text in hints:
             keys.extend(self._record_keys(namespace))
             record_args.extend((encodable("key", key), value_text))
         now = self._now()
@@ -369,9 +352,8 @@ class RedisStore(BaseStore):
         )
         return None if stored is None else stored_record(namespace, key, cast(str, stored))
 
-    async def _record_put(
-        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put(self, write: RecordWrite) -> Record:
+        namespace, key, expected, plain, text = write
         name = record_name(namespace, key)
         keys = self._record_keys(namespace)
         now = self._now()
@@ -399,9 +381,8 @@ class RedisStore(BaseStore):
             updated_at=now,
         )
 
-    async def _record_put_fenced(
-        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:
+        namespace, key, _, plain, text = write
         name = record_name(namespace, key)
         keys = self._record_keys(namespace)
         now = self._now()

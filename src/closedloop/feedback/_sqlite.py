@@ -15,7 +15,7 @@ import collections
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import MappingProxyType
@@ -38,11 +38,14 @@ from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
     Record,
+    RecordWrite,
+    SessionWrite,
     Snapshot,
     live_fields,
     merge_field_expiry,
     record_name,
     stored_token,
+    writes_together,
 )
 
 __all__ = ["SQLiteStore"]
@@ -138,54 +141,28 @@ class SQLiteStore(SQLiteWorker, BaseStore):
 
         return await self._call(run, write=False)
 
-    async def _put(
-        self,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-    ) -> Snapshot:
+    async def _put(self, write: SessionWrite) -> Snapshot:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
-            return self._put_in(conn, session_id, expected, plain, text, ttls, now)
+            return self._put_in(conn, write, now)
 
         return await self._call(run, write=True)
 
-    async def put_with_records(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
+    put_with_records = writes_together(BaseStore.put_with_records)
+
+    async def _put_with_records(
+        self, save: SessionWrite, hints: list[RecordWrite], writes: list[RecordWrite]
     ) -> Snapshot:
-        """:meth:`put`, unconditional record writes and the conditional ``writes`` of
-        :meth:`record_put_many`, in one transaction (one commit): a conflict anywhere
-        writes nothing."""
-        session_id = self._check_session_id(session_id)
-        expected = self._check_expected_version(expected_version)
-        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
-        rows: list[tuple[str, str, str]] = []
-        for namespace, key, value in records:
-            namespace, key = self._check_record_key(namespace, key)
-            _, value_text = self._check_document(
-                value, argument="value", what=f"record {record_name(namespace, key)!r}"
-            )
-            rows.append((namespace, key, value_text))
-        checked = [
-            self._check_record_write(namespace, key, value, version)
-            for namespace, key, value, version in writes
-        ]
+        # The put, the conditional writes and the hints in one transaction (one commit): a
+        # conflict anywhere writes nothing.
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Snapshot:
-            snapshot = self._put_in(conn, session_id, expected, plain, text, {}, now)
-            for namespace, key, version, value_plain, value_text in checked:
-                self._write_record(conn, namespace, key, value_plain, value_text, version, now)
-            for namespace, key, value_text in rows:
+            snapshot = self._put_in(conn, save, now)
+            for write in writes:
+                self._write_record(conn, write, now)
+            for namespace, key, _, _, value_text in hints:
                 conn.execute(
                     "INSERT INTO records (namespace, key, version, value, updated_at) "
                     "VALUES (?, ?, 1, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET "
@@ -197,16 +174,8 @@ class SQLiteStore(SQLiteWorker, BaseStore):
 
         return await self._call(run, write=True)
 
-    def _put_in(
-        self,
-        conn: sqlite3.Connection,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-        now: float,
-    ) -> Snapshot:
+    def _put_in(self, conn: sqlite3.Connection, write: SessionWrite, now: float) -> Snapshot:
+        session_id, expected, plain, text, ttls = write
         old = self._fetch_live(conn, session_id, now)
         if old[0] != expected:
             raise self._stale(session_id, expected, old[0])
@@ -298,19 +267,16 @@ class SQLiteStore(SQLiteWorker, BaseStore):
 
         return await self._call(run, write=False)
 
-    async def _record_put(
-        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put(self, write: RecordWrite) -> Record:
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Record:
-            return self._write_record(conn, namespace, key, plain, text, expected, now)
+            return self._write_record(conn, write, now)
 
         return await self._call(run, write=True)
 
-    async def _record_put_fenced(
-        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:
+        namespace, key = write.namespace, write.key
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> Record:
@@ -324,37 +290,23 @@ class SQLiteStore(SQLiteWorker, BaseStore):
             if actual != token:
                 raise self._fenced(record_name(namespace, key), token, actual)
             return self._write_record(
-                conn, namespace, key, plain, text, 0 if row is None else row[0], now
+                conn, write._replace(expected=0 if row is None else row[0]), now
             )
 
         return await self._call(run, write=True)
 
-    async def record_put_many(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[Record]:
-        """Conditional record writes, all or none, in one transaction."""
-        checked = self._check_record_writes(items)
+    async def _record_put_many(self, writes: list[RecordWrite]) -> list[Record]:
+        # All or none, in one transaction: a conflict raises out of the loop and the
+        # transaction rolls back whole.
         now = self._now()
 
         def run(conn: sqlite3.Connection) -> list[Record]:
-            # A conflict raises out of the loop: the transaction rolls back whole.
-            return [
-                self._write_record(conn, namespace, key, plain, text, expected, now)
-                for namespace, key, expected, plain, text in checked
-            ]
+            return [self._write_record(conn, write, now) for write in writes]
 
         return await self._call(run, write=True)
 
-    def _write_record(
-        self,
-        conn: sqlite3.Connection,
-        namespace: str,
-        key: str,
-        plain: dict[str, Any],
-        text: str,
-        expected: int | None,
-        now: float,
-    ) -> Record:
+    def _write_record(self, conn: sqlite3.Connection, write: RecordWrite, now: float) -> Record:
+        namespace, key, expected, plain, text = write
         if expected is None:
             row = conn.execute(
                 "SELECT version FROM records WHERE namespace = ? AND key = ?", (namespace, key)

@@ -58,18 +58,22 @@ class SQLiteWorker:
             if not write:
                 # One SELECT in autocommit mode reads one consistent WAL snapshot.
                 return fn(conn)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            self._counters.add("commits")
-            return result
+            return self._transaction(conn, lambda: fn(conn))
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailableError(f"state store {str(self.path)!r}: {exc}") from exc
+
+    def _transaction(self, conn: sqlite3.Connection, body: Callable[[], _T]) -> _T:
+        """``body`` in one write transaction: committed (one sync) or rolled back whole."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body()
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        self._counters.add("commits")
+        return result
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -119,8 +123,8 @@ class SQLiteWorker:
         outcomes: list[tuple[_Write, Any, BaseException | None]] = []
         try:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+
+            def each() -> None:
                 for job in batch:
                     conn.execute("SAVEPOINT closedloop_write")
                     try:
@@ -132,12 +136,8 @@ class SQLiteWorker:
                     else:
                         conn.execute("RELEASE closedloop_write")
                         outcomes.append((job, result, None))
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            self._counters.add("commits")
+
+            self._transaction(conn, each)
         except (sqlite3.Error, OSError, StoreUnavailableError) as exc:
             for job in batch:
                 failure = (

@@ -10,11 +10,12 @@ clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ParamSpec, Self, TypeVar
 
 from .._conflict import retry_on_conflict
 from .._exceptions import (
@@ -25,26 +26,45 @@ from .._exceptions import (
 )
 from .._redaction import might_hold_secret, scrub_document
 from .._validation import require_int_at_least, require_positive
-from ._contract import Record, Snapshot, StateStore, StoreStats, live_fields, merge_field_expiry
+from ._contract import (
+    Hint,
+    Record,
+    RecordWrite,
+    SessionWrite,
+    Snapshot,
+    StateStore,
+    StoreStats,
+    Write,
+    live_fields,
+    merge_field_expiry,
+)
 from ._json import CheckedDocument, check_json, encode_document
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
     "BaseStore",
+    "Hint",
     "Record",
+    "RecordWrite",
+    "SessionWrite",
     "Snapshot",
     "StateStore",
     "StoreStats",
+    "Write",
     "live_fields",
     "merge_field_expiry",
     "record_name",
     "stored_token",
+    "writes_together",
 ]
 
 DEFAULT_MAX_DOCUMENT_BYTES = 1_000_000
 """Largest session document or record value, in bytes of compact UTF-8 JSON."""
 
 _MAX_ID_LENGTH = 1024
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _Counters:
@@ -133,7 +153,7 @@ class BaseStore(ABC):
         expected = self._check_expected_version(expected_version)
         plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
         ttls = self._check_field_ttls(field_ttl_s, plain)
-        return await self._put(session_id, expected, plain, text, ttls)
+        return await self._put(SessionWrite(session_id, expected, plain, text, ttls))
 
     async def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
         """Renew the session's TTL from now (``ttl_s``, or the one it was created with).
@@ -170,7 +190,7 @@ class BaseStore(ABC):
     ) -> Record:
         """Write a record: unconditionally (None), only if absent (0), or only at version N."""
         return await self._record_put(
-            *self._check_record_write(namespace, key, value, expected_version)
+            self._check_record_write(namespace, key, value, expected_version)
         )
 
     async def record_put_fenced(
@@ -182,25 +202,19 @@ class BaseStore(ABC):
         token: int,
         fence: str = "fence",
     ) -> Record:
-        """Write a record only if it still carries fencing token ``token``.
-
-        A compare-and-set on the token instead of the version: the stored value's
-        ``fence`` field must equal ``token`` (a record or field that is absent counts as
-        0), and ``value[fence]`` must be an integer of at least ``token``, so a token never
-        goes back. A writer whose token a newer claim replaced gets :class:`FencedOutError`
-        and nothing is written (fencing tokens: Kleppmann 2016). Atomic in every backend.
-        """
-        namespace, key, _, plain, text = self._check_record_write(namespace, key, value, None)
+        """Write a record only if it still carries fencing token ``token`` (see
+        :class:`~closedloop.execution.FencedStore`); atomic in every backend."""
+        write = self._check_record_write(namespace, key, value, None)
         if isinstance(token, bool) or not isinstance(token, int) or token < 0:
             raise ConfigurationError("token", token, "must be an integer >= 0")
         if not isinstance(fence, str) or not fence:
             raise ConfigurationError("fence", fence, "must be a non-empty field name")
-        new = plain.get(fence)
+        new = write.plain.get(fence)
         if isinstance(new, bool) or not isinstance(new, int) or new < token:
             raise ConfigurationError(
                 "value", {fence: new}, f"must hold an integer {fence!r} of at least {token}"
             )
-        return await self._record_put_fenced(namespace, key, fence, token, plain, text)
+        return await self._record_put_fenced(write, fence, token)
 
     async def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
         """Records of ``namespace`` whose key starts with ``prefix``, ordered by key."""
@@ -231,15 +245,8 @@ class BaseStore(ABC):
         """The live session's snapshot."""
 
     @abstractmethod
-    async def _put(
-        self,
-        session_id: str,
-        expected: int,
-        plain: dict[str, Any],
-        text: str,
-        ttls: Mapping[str, float],
-    ) -> Snapshot:
-        """Compare-and-set the live session's data; ``ttls`` are the fresh field TTLs."""
+    async def _put(self, write: SessionWrite) -> Snapshot:
+        """Compare-and-set the live session's data."""
 
     @abstractmethod
     async def _touch(self, session_id: str, ttl: float | None) -> Snapshot:
@@ -258,15 +265,11 @@ class BaseStore(ABC):
         """The record, or None."""
 
     @abstractmethod
-    async def _record_put(
-        self, namespace: str, key: str, expected: int | None, plain: dict[str, Any], text: str
-    ) -> Record:
-        """Write one checked record under the version rule of ``expected``."""
+    async def _record_put(self, write: RecordWrite) -> Record:
+        """Write one checked record under the version rule of ``write.expected``."""
 
     @abstractmethod
-    async def _record_put_fenced(
-        self, namespace: str, key: str, fence: str, token: int, plain: dict[str, Any], text: str
-    ) -> Record:
+    async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:
         """Write one checked record if its stored ``fence`` field is ``token``."""
 
     @abstractmethod
@@ -283,37 +286,46 @@ class BaseStore(ABC):
         data: Mapping[str, Any],
         *,
         expected_version: int,
-        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
+        records: Sequence[Hint] = (),
+        writes: Sequence[Write] = (),
     ) -> Snapshot:
         """:meth:`put`, plus unconditional writes of ``(namespace, key, value)`` records and
         :meth:`record_put_many`'s conditional ``writes``.
 
-        The records are written only if the put succeeds. Here the ``writes`` go first and
-        the records follow the put one by one; a backend that can (``SQLiteStore``) writes
-        all of it in one transaction, all or nothing, so a step's state and its bookkeeping
-        cost one durable commit instead of several.
+        Everything is checked before anything is written, and the records are written only
+        if the put succeeds. Here the ``writes`` go first and the records follow the put
+        one by one; a backend that can (``SQLiteStore``, ``RedisStore``) writes all of it
+        at once, so a step's state and its bookkeeping cost one durable commit, not several.
         """
+        session_id = self._check_session_id(session_id)
+        expected = self._check_expected_version(expected_version)
+        plain, text = self._check_document(data, argument="data", what=f"session {session_id!r}")
+        hints = [self._check_record_write(namespace, key, v, None) for namespace, key, v in records]
+        save = SessionWrite(session_id, expected, plain, text, {})
+        return await self._put_with_records(save, hints, self._check_record_writes(writes))
+
+    async def _put_with_records(
+        self, save: SessionWrite, hints: list[RecordWrite], writes: list[RecordWrite]
+    ) -> Snapshot:
+        """The conditional writes, the put, then the hints, one after another."""
         if writes:
-            await self.record_put_many(writes)
-        snapshot = await self.put(session_id, data, expected_version=expected_version)
-        for namespace, key, value in records:
-            await self.record_put(namespace, key, value)
+            await self._record_put_many(writes)
+        snapshot = await self._put(save)
+        for hint in hints:
+            await self._record_put(hint)
         return snapshot
 
-    async def record_put_many(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[Record]:
+    async def record_put_many(self, items: Sequence[Write]) -> list[Record]:
         """Several :meth:`record_put` calls, ``(namespace, key, value, expected_version)``.
 
         Here they run one by one, so a conflict on a later item leaves the earlier ones
         written; ``MemoryStore`` and ``SQLiteStore`` check every version first and write
         all or nothing, in one transaction (one durable commit).
         """
-        return [
-            await self.record_put(namespace, key, value, expected_version=expected)
-            for namespace, key, value, expected in items
-        ]
+        return await self._record_put_many(self._check_record_writes(items))
+
+    async def _record_put_many(self, writes: list[RecordWrite]) -> list[Record]:
+        return [await self._record_put(write) for write in writes]
 
     # --- the shared read-modify-CAS loop -------------------------------------------------
 
@@ -364,8 +376,8 @@ class BaseStore(ABC):
 
     def _check_record_write(
         self, namespace: object, key: object, value: object, expected_version: object
-    ) -> tuple[str, str, int | None, dict[str, Any], str]:
-        """Every record write's checks: ``(namespace, key, expected, plain, text)``."""
+    ) -> RecordWrite:
+        """Every record write's checks."""
         namespace, key = self._check_record_key(namespace, key)
         expected = (
             None if expected_version is None else self._check_expected_version(expected_version)
@@ -373,11 +385,9 @@ class BaseStore(ABC):
         plain, text = self._check_document(
             value, argument="value", what=f"record {record_name(namespace, key)!r}"
         )
-        return namespace, key, expected, plain, text
+        return RecordWrite(namespace, key, expected, plain, text)
 
-    def _check_record_writes(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[tuple[str, str, int | None, dict[str, Any], str]]:
+    def _check_record_writes(self, items: Sequence[Write]) -> list[RecordWrite]:
         """:meth:`_check_record_write` for each ``(namespace, key, value, expected)``."""
         return [self._check_record_write(*item) for item in items]
 
@@ -466,3 +476,21 @@ def stored_token(value: Mapping[str, Any] | None, fence: str) -> int:
 def record_name(namespace: str, key: str) -> str:
     """How a record is named in errors (``StaleStateError`` calls it a session)."""
     return f"{namespace}/{key}"
+
+
+def writes_together(
+    front: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A backend's own ``put_with_records``: ``BaseStore``'s checks, then its own
+    ``_put_with_records`` (one transaction, one script).
+
+    A class of its own, not ``BaseStore``'s, because callers ask the class whether a save
+    carries its records in one write (``type(store).put_with_records is not
+    BaseStore.put_with_records``) before they hold writes back for it.
+    """
+
+    @functools.wraps(front)
+    async def together(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await front(*args, **kwargs)
+
+    return together

@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Self, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from .._exceptions import ConfigurationError, StoreUnavailableError
-from ._store import Record, Snapshot, StateStore, StoreStats
+from ._store import BaseStore, StateStore, StoreStats
 
 __all__ = ["SyncStore"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+def blocking(
+    method: Callable[Concatenate[Any, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[SyncStore, _P], _T]:
+    """``SyncStore``'s blocking twin of a store method: the same signature, without
+    ``await``, the call handed to the loop thread."""
+    op = method.__name__
+
+    def call(self: SyncStore, /, *args: Any, **kwargs: Any) -> Any:
+        target = getattr(self.store, op, None)
+        if target is None:  # touch() is BaseStore's, not every StateStore's
+            raise ConfigurationError("store", self.store, f"has no {op}()")
+        return self._run(target(*args, **kwargs))
+
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = method.__doc__
+    return call
 
 
 class SyncStore:
@@ -52,84 +71,19 @@ class SyncStore:
         stats = getattr(self.store, "stats", None)
         return stats if isinstance(stats, StoreStats) else StoreStats()
 
-    # Each method repeats its StateStore signature, without async, on purpose: typed
-    # blocking twins, whose bodies only hand the call to the loop thread.
+    # --- the StateStore interface, each method blocking on the store's own -------------
 
-    def create(
-        self, session_id: str, data: Mapping[str, Any] | None = None, *, ttl_s: float | None = None
-    ) -> Snapshot:
-        """See :meth:`StateStore.create`."""
-        return self._run(self.store.create(session_id, data, ttl_s=ttl_s))
-
-    def get(self, session_id: str) -> Snapshot:
-        """See :meth:`StateStore.get`."""
-        return self._run(self.store.get(session_id))
-
-    def put(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        field_ttl_s: Mapping[str, float] | None = None,
-    ) -> Snapshot:
-        """See :meth:`StateStore.put`."""
-        return self._run(
-            self.store.put(
-                session_id, data, expected_version=expected_version, field_ttl_s=field_ttl_s
-            )
-        )
-
-    def update(
-        self,
-        session_id: str,
-        fn: Callable[[Snapshot], Mapping[str, Any]],
-        *,
-        max_attempts: int = 16,
-    ) -> Snapshot:
-        """See :meth:`StateStore.update`."""
-        return self._run(self.store.update(session_id, fn, max_attempts=max_attempts))
-
-    def touch(self, session_id: str, *, ttl_s: float | None = None) -> Snapshot:
-        """Renew a session's TTL, where the wrapped store supports it."""
-        touch = getattr(self.store, "touch", None)
-        if touch is None:
-            raise ConfigurationError("store", self.store, "has no touch()")
-        snapshot: Snapshot = self._run(touch(session_id, ttl_s=ttl_s))
-        return snapshot
-
-    def delete(self, session_id: str) -> bool:
-        """See :meth:`StateStore.delete`."""
-        return self._run(self.store.delete(session_id))
-
-    def gc(self) -> int:
-        """See :meth:`StateStore.gc`."""
-        return self._run(self.store.gc())
-
-    def record_get(self, namespace: str, key: str) -> Record | None:
-        """See :meth:`StateStore.record_get`."""
-        return self._run(self.store.record_get(namespace, key))
-
-    def record_put(
-        self,
-        namespace: str,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-    ) -> Record:
-        """See :meth:`StateStore.record_put`."""
-        return self._run(
-            self.store.record_put(namespace, key, value, expected_version=expected_version)
-        )
-
-    def record_list(self, namespace: str, prefix: str = "") -> list[Record]:
-        """See :meth:`StateStore.record_list`."""
-        return self._run(self.store.record_list(namespace, prefix))
-
-    def record_delete(self, namespace: str, key: str) -> bool:
-        """See :meth:`StateStore.record_delete`."""
-        return self._run(self.store.record_delete(namespace, key))
+    create = blocking(StateStore.create)
+    get = blocking(StateStore.get)
+    put = blocking(StateStore.put)
+    update = blocking(StateStore.update)
+    touch = blocking(BaseStore.touch)
+    delete = blocking(StateStore.delete)
+    gc = blocking(StateStore.gc)
+    record_get = blocking(StateStore.record_get)
+    record_put = blocking(StateStore.record_put)
+    record_list = blocking(StateStore.record_list)
+    record_delete = blocking(StateStore.record_delete)
 
     def close(self) -> None:
         """Close the wrapped store and stop the loop thread. Idempotent."""

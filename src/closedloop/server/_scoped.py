@@ -11,8 +11,6 @@ success" can only come from the same key's own runs).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from .._exceptions import ConfigurationError
 from ..feedback import Record, Snapshot, StateStore, StoreProxy
@@ -27,7 +25,9 @@ class ScopedStore(StoreProxy):
 
     Reads come back with the prefix removed, so code on top sees its own ids. ``close``
     does nothing: the shared store belongs to whoever opened it. Everything else is
-    :class:`~closedloop.feedback.StoreProxy`'s forwarding, through the names below.
+    :class:`~closedloop.feedback.StoreProxy`'s forwarding, through the names below, the
+    shared store's writes of several records at once included: a run on this view pays one
+    synced commit for a step's save and its records, as on the shared store itself.
     """
 
     def __init__(self, inner: StateStore, scope: str) -> None:
@@ -60,55 +60,6 @@ class ScopedStore(StoreProxy):
 
     def _outward_record(self, record: Record) -> Record:
         return dataclasses.replace(record, namespace=record.namespace[len(self._prefix) :])
-
-    # --- several writes at once: the shared store's, so its one transaction holds ---------
-    # Without these a run on this view would pay a synced commit for every hint and three
-    # for each ledger commit, where the shared store writes them with the step's save.
-
-    async def record_put_many(
-        self, items: Sequence[tuple[str, str, Mapping[str, Any], int | None]]
-    ) -> list[Record]:
-        """Conditional record writes of this scope, as the shared store makes them."""
-        scoped = [(self._namespace(ns), key, value, expected) for ns, key, value, expected in items]
-        many = getattr(self.store, "record_put_many", None)
-        if many is None:
-            written = [
-                await self.store.record_put(ns, key, value, expected_version=expected)
-                for ns, key, value, expected in scoped
-            ]
-        else:
-            written = await many(scoped)
-        return [self._outward_record(r) for r in written]
-
-    async def put_with_records(
-        self,
-        session_id: str,
-        data: Mapping[str, Any],
-        *,
-        expected_version: int,
-        records: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-        writes: Sequence[tuple[str, str, Mapping[str, Any], int | None]] = (),
-    ) -> Snapshot:
-        """A session put of this scope with its records, as the shared store writes them
-        (in one transaction where it can)."""
-        together = getattr(self.store, "put_with_records", None)
-        if together is None:
-            if writes:
-                await self.record_put_many(writes)
-            snapshot = await self.put(session_id, data, expected_version=expected_version)
-            for namespace, key, value in records:
-                await self.record_put(namespace, key, value)
-            return snapshot
-        written = await together(
-            self._session_id(session_id),
-            data,
-            expected_version=expected_version,
-            records=[(self._namespace(ns), key, value) for ns, key, value in records],
-            writes=[
-                (self._namespace(ns), key, value, expected) for ns, key, value, expected in writes
-            ],
-        )
-        return self._outward_snapshot(written)
 
     async def close(self) -> None:
         """Nothing to release: the shared store is closed by its owner."""

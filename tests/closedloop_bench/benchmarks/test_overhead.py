@@ -6,10 +6,11 @@ from closedloop_bench.benchmarks import run_overhead_bench
 
 
 async def test_every_loop_is_measured_against_the_same_floor() -> None:
-    report = await run_overhead_bench(steps=2, rounds=3, warmup=0)
+    report = await run_overhead_bench(steps=2, rounds=3, warmup=0, group_sessions=())
     loops = [r.loop for r in report.rows]
     assert loops[0] == "plain while loop" and "LangGraph StateGraph" in loops
-    assert sum("closedloop" in name for name in loops) == 3
+    assert any(name.startswith("LangGraph StateGraph + its SQLite") for name in loops)
+    assert sum("closedloop" in name for name in loops) == 5
     assert report.floor_us > 0.0
     for r in report.rows:
         assert len(r.rounds) == 3 and r.per_step_us > 0.0 and r.overhead_us >= 0.0
@@ -17,16 +18,19 @@ async def test_every_loop_is_measured_against_the_same_floor() -> None:
     graph = next(r for r in report.rows if r.loop == "LangGraph StateGraph")
     assert graph.vs_langgraph == 1.0
     assert set(report.targets) == {
-        "closedloop (SQLite FULL + trace) <= 1/10 of LangGraph's overhead",
-        "closedloop (SQLite FULL + trace) < 1 % of a 10 ms model call",
-        "closedloop (memory store) CPU <= 0.25 x LangGraph's",
-        "closedloop (SQLite FULL + trace) CPU <= 1.5 x LangGraph's",
-        "closedloop (SQLite FULL + trace) <= 2 synced commits per step",
+        "closedloop (memory store) CPU <= 0.5 x LangGraph's",
+        "closedloop durable, read-only tool (SQLite FULL) CPU <= 1.0 x LangGraph + SQLite's",
+        "closedloop durable, once effect (SQLite FULL) CPU <= 1.0 x LangGraph + SQLite's",
+        "1 synced commit per read-only step",
+        "2 synced commits per step with an irreversible effect",
     }
+    assert report.group_commit == [] and report.load and report.cpus
 
 
 async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
-    report = await run_overhead_bench(steps=2, rounds=3, warmup=1, profile_rounds=1)
+    report = await run_overhead_bench(
+        steps=2, rounds=3, warmup=1, profile_rounds=1, group_sessions=(1, 3), group_rounds=1
+    )
     rows = {r.loop: r for r in report.rows}
     memory = rows["closedloop, memory store, no trace"]
     assert memory.commits_per_step is None  # nothing to commit in memory
@@ -34,12 +38,26 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
         if "SQLite" in name:
             # every tool step saves its state durably: at least one commit per step
             assert row.commits_per_step is not None and row.commits_per_step >= 1.0
+            assert row.cpu_vs_langgraph_sqlite is not None
         assert row.cpu_us is not None and row.cpu_us > 0.0
     assert rows["LangGraph StateGraph"].cpu_vs_langgraph == 1.0
+    read_only = rows["closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace"]
+    once = rows["closedloop, SQLite (synchronous=FULL, default), once effect, no trace"]
+    # a run: its session's creation, the tool steps' commits, the final step's
+    assert read_only.commits_per_run == 1 + 2 + 1 and once.commits_per_run == 1 + 2 * 2 + 1
+    assert report.targets["1 synced commit per read-only step"] is True
+    assert report.targets["2 synced commits per step with an irreversible effect"] is True
+    assert [(g.effect, g.sessions) for g in report.group_commit] == [
+        ("recomputable", 1),
+        ("recomputable", 3),
+        ("once", 1),
+        ("once", 3),
+    ]
+    assert all(g.steps == g.sessions * 3 and g.commits >= 1 for g in report.group_commit)
     profiled = [p.loop for p in report.profiles]
     assert profiled == [
         "closedloop, memory store, no trace",
-        "closedloop, SQLite (synchronous=FULL, default) + JSONL trace",
+        "closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace",
     ]
     for profile in report.profiles:
         assert profile.by_cumulative and profile.by_self
@@ -50,5 +68,7 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
 
 
 async def test_no_profile_when_no_profile_rounds() -> None:
-    report = await run_overhead_bench(steps=1, rounds=3, warmup=0, profile_rounds=0)
+    report = await run_overhead_bench(
+        steps=1, rounds=3, warmup=0, profile_rounds=0, group_sessions=()
+    )
     assert report.profiles == []

@@ -665,6 +665,11 @@ def overhead(
     report = asyncio.run(
         run_overhead_bench(steps=steps, rounds=rounds, profile_rounds=profile_rounds)
     )
+    command = (
+        f"nice -n 19 .venv/bin/python bench/overhead.py --steps {steps} --rounds {rounds} "
+        f"--profile-rounds {profile_rounds} --out {out}"
+    )
+    report = report.model_copy(update={"command": command})
     render_overhead(report, _out)
     path = write_json(report, out / "overhead.json")
     _out.print(f"report: {path}")

@@ -94,6 +94,7 @@ class SchemaDrift(FaultEvent):
 class HandoverRequested(FaultEvent):
     """The loop decided a human must take over (``detail`` says why)."""
 
+
 # Their public home is closedloop.feedback (the layer that answers them), whichever
 # package is imported first; set here, where they are defined, not as an import side effect.
 for _name in __all__:

@@ -13,11 +13,11 @@ from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._replay import (
     Abstaining,
     AdaptiveVotes,
-    Sample,
     Cascade,
     ConfidentSingle,
     Outcome,
     Record,
+    Sample,
     Votes,
     winner,
 )

@@ -32,7 +32,7 @@ forward from the update to the action instead of being asked for again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from ..control import ActuatorSettings, Strictness
@@ -72,19 +72,42 @@ def act_key(tool: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Actuators:
-    """The actuator settings per key that one step hands to the next.
+    """What one step hands to the next: the actuator settings per key, the errors the
+    controllers measured per key, and the step's own error and quality.
 
     Holds the keys this run has fed; a key it has not fed yet starts from the bank's
     warm start (the history of earlier runs), read once by :meth:`Controllers.settings`.
+    The errors travel with the settings they produced: every reader of an earlier step's
+    error (the empty-answer doubt, the rule gate, the handover audit, the stop policies)
+    reads it here, never from the run.
     """
 
     by_key: Mapping[str, ActuatorSettings] = field(default_factory=dict)
+    errors: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    last: tuple[float, float] | None = None  # the step's (e, quality), held by a step
+    # that measures nothing
 
     def get(self, key: str) -> ActuatorSettings | None:
         return self.by_key.get(key)
 
+    def error(self, key: str) -> float | None:
+        """The newest error measured on ``key`` in this run."""
+        errors = self.errors.get(key)
+        return errors[-1] if errors else None
+
+    def latest_errors(self) -> dict[str, float]:
+        """The newest error of every key measured in this run."""
+        return {key: errors[-1] for key, errors in self.errors.items() if errors}
+
     def updated(self, key: str, settings: ActuatorSettings) -> Actuators:
-        return Actuators(MappingProxyType({**self.by_key, key: settings}))
+        return replace(self, by_key=MappingProxyType({**self.by_key, key: settings}))
+
+    def measured(self, key: str, error: float, quality: float, keep: int) -> Actuators:
+        """``key`` measured ``error`` (its newest ``keep`` errors are kept) in a step of
+        ``quality``."""
+        history = (*self.errors.get(key, ()), error)[-max(1, keep) :]
+        errors = MappingProxyType({**self.errors, key: history})
+        return replace(self, errors=errors, last=(error, quality))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,18 +28,20 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
-from ..execution import Confirmation, Secret
+from ..execution import Secret
 from ..execution._secret import RunSecrets
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
 from ..models import Model, ModelLadder, OpenAICompatible, load_model
 from ._control import ControlConfig, ControllerBank
 from ._deferred import DeferredRecords
+from ._driver import drive
 from ._escalation import feed
+from ._fold import new_state
 from ._halt_error import end_with_error
 from ._health import ToolHealth
 from ._inflight import Budget
-from ._iterate import AgentRun, drive
+from ._iterate import AgentRun
 from ._options import (
     DEFAULT_STOP,
     ContextSettings,
@@ -65,6 +67,7 @@ from ._stop import StopFn, StopPolicy, as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
 from ._twins import TypedRun, finished, no_running_loop, sync_twin
+from ._view import Carry
 
 __all__ = ["Agent"]
 
@@ -293,7 +296,7 @@ class Agent(Generic[OutputT]):
         cancel: Any,
         session_id: str | None,
         trace: Any,
-    ) -> Run:
+    ) -> tuple[Run, Carry]:
         spec = self._task(task)
         task_id = spec.task_id or new_id("task")
         run_id = new_id("run")
@@ -301,24 +304,13 @@ class Agent(Generic[OutputT]):
         # A secret in the task's text becomes a reference before the state exists: the model,
         # the store and the trace see the reference, a tool call that uses it the value.
         secrets = RunSecrets(self.secrets)
-        state = TaskState(
+        state = new_state(
+            spec,
             task_id=task_id,
             run_id=run_id,
             session_id=session,
             prompt=secrets.adopt_text(spec.prompt),
             mode=self.settings.mode,
-            phase="collecting" if self.settings.mode == "react" else "planning",
-            required_fields={f.name: spec.context.get(f.name) for f in spec.required_fields},
-            required_spec=[
-                {
-                    "name": f.name,
-                    "description": f.description,
-                    "schema": f.schema,
-                    "source": f.source,
-                }
-                for f in spec.required_fields
-            ],
-            effect_ledger={"namespace": "ledger", "prefix": f"{task_id}/"},
         )
         handle = StateHandle(self.store, session)
         failure: Exception | None = None
@@ -341,9 +333,9 @@ class Agent(Generic[OutputT]):
         )
         if failure is not None:
             await end_with_error(run, failure)
-            return run
+            return run, Carry()
         run.refresh_fields()
-        return run
+        return run, Carry()
 
     # --- running ----------------------------------------------------------------------------
 
@@ -417,8 +409,8 @@ class Agent(Generic[OutputT]):
         run ends with ``handover`` and no success. Pass ``task`` to keep code checks of
         required fields (their JSON schemas are restored from the state anyway).
         """
-        run = await self._resume_run(handover_id, task, self._budget(budget), cancel, trace)
-        return await self._finish(run)
+        run, carry = await self._resume_run(handover_id, task, self._budget(budget), cancel, trace)
+        return await self._finish(run, carry)
 
     async def recover(
         self,
@@ -437,7 +429,7 @@ class Agent(Generic[OutputT]):
         first step record after the recovery says so in its notes. See ``_recover.py``.
         """
         account = self._budget(budget)
-        run = await recover_run(
+        run, carry = await recover_run(
             self.settings,
             self.store,
             task_id,
@@ -446,12 +438,12 @@ class Agent(Generic[OutputT]):
                 spec, state, handle, budget=account, cancel=cancel, trace=trace
             ),
         )
-        return await self._finish(run)
+        return await self._finish(run, carry)
 
-    async def _finish(self, run: Run) -> AgentResult[OutputT]:
+    async def _finish(self, run: Run, carry: Carry) -> AgentResult[OutputT]:
         """Drive ``run`` to its halt (if it has not halted already) and type its result."""
         if run.result is None:
-            async for _ in drive(run):
+            async for _ in drive(run, carry):
                 pass
         return self._typed(finished(run.result))
 
@@ -464,7 +456,6 @@ class Agent(Generic[OutputT]):
         budget: Budget | None,
         cancel: Any,
         trace: Any,
-        confirmation: Confirmation | None = None,
         secrets: RunSecrets | None = None,
     ) -> Run:
         """The one way a run is built: a fresh task, a resumed one or a recovered one."""
@@ -481,7 +472,6 @@ class Agent(Generic[OutputT]):
             cancel=cancel,
             bank=self._bank,
             health=self._health,
-            confirmation=confirmation,
             secrets=secrets if secrets is not None else RunSecrets(self.secrets),
         )
 
@@ -491,19 +481,11 @@ class Agent(Generic[OutputT]):
 
     async def _resume_run(
         self, handover_id: str, task: str | Task | None, budget: Any, cancel: Any, trace: Any
-    ) -> Run:
+    ) -> tuple[Run, Carry]:
         item, handle, state = await frozen_task(self.store, handover_id)
         spec = self._task(task) if task is not None else spec_from_state(state)
         confirmation = apply_decision(item, state)
-        run = self._new_run(
-            spec,
-            state,
-            handle,
-            budget=budget,
-            cancel=cancel,
-            trace=trace,
-            confirmation=confirmation,
-        )
+        run = self._new_run(spec, state, handle, budget=budget, cancel=cancel, trace=trace)
         if item.status is HandoverStatus.REJECTED:
             who = item.decided_by or "a reviewer"
             why = f"rejected by {who}" + (f": {item.note}" if item.note else "")
@@ -511,7 +493,7 @@ class Agent(Generic[OutputT]):
         else:
             run.control.reset_protocol()  # a person absorbed the disturbance: estimate afresh
             run.refresh_fields()
-        return run
+        return run, Carry(confirmation=confirmation)
 
     async def feedback(
         self, result: RunResult | Sequence[StepRecord], *, ok: bool

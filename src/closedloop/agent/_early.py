@@ -18,7 +18,7 @@ def early_handover(run: Run, call: ActionCall | None) -> str | None:
     """Why ``run`` hands its task over before ``call`` runs (its settings'
     :class:`EarlyHandover`), or None: no setting, no tool call, or the estimate says go on.
 
-    The action is written down where the step's record picks it up (``acted``).
+    The reason goes into the step's record as an action taken on the estimate (``acted``).
     """
     settings = run.settings.control.early_handover
     if settings is None or call is None or run.state.step == 0:
@@ -31,7 +31,7 @@ def early_handover(run: Run, call: ActionCall | None) -> str | None:
             now = run.settings.clock()
             breaker_wait = max(0.0, (breaker.retry_at or now) - now)
     elapsed = run.elapsed()
-    reason = handover_reason(
+    return handover_reason(
         settings,
         f_est=run.control.f_est,
         level=run.settings.control.protocol_thresholds[-1],
@@ -41,6 +41,3 @@ def early_handover(run: Run, call: ActionCall | None) -> str | None:
         breaker_wait_s=breaker_wait,
         tool=call.tool,
     )
-    if reason is not None:
-        run.tool_io.acted.append(reason)
-    return reason

@@ -72,7 +72,7 @@ async def draw_until(
     ladder = port.ladder()
     index = ladder.index(settings.rung)
     rung = ladder.rungs[index]
-    seed = cfg.seed + run.state.step
+    seed = cfg.seed + run.state.step  # the step's index: the state is folded after the step
     usage = new_usage()
     calls: list[ModelCall] = []
     keys: list[str | None] = []

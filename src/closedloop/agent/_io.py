@@ -3,8 +3,9 @@
 :class:`ModelPort` is the one place that calls a model, :class:`ToolPort` the one place
 that runs a tool. Each call is raced against the run's watchers (deadline, budget,
 cancellation), so it ends when the run must, not when the call returns; each returns a
-value and changes only the run's accounts (budget, effect keys, what it remembers of
-passing faults), never the step's decisions.
+value and changes nothing of the task state: what a call spent, the effect it
+recorded and a failure worth noting come back in the value, for the step to fold in. The
+model port charges the run's live budget; the tool port remembers passing faults.
 
 The tool port is also where a secret meets its value: the arguments a call hands the
 executor (and so the effect ledger) name secrets by reference, the values are resolved
@@ -62,17 +63,18 @@ from ._reads import is_transient
 from ._records import ActionCall, HaltReason, RungUsage, RunUsageSummary
 from ._repeats import action_signature
 from ._settings import LoopSettings
-from ._state import TaskState
+from ._state import ObservationEntry
 from ._tools import Tool, to_observation
 
 __all__ = [
     "FATAL_MODEL_ERRORS",
+    "CallContext",
     "ModelCall",
     "ModelPort",
-    "RunContext",
     "ToolPort",
     "ToolRun",
     "Usage",
+    "Watch",
     "outcome_observation",
 ]
 
@@ -109,68 +111,81 @@ class ModelCall:
 @dataclass(frozen=True, slots=True)
 class ToolRun:
     """One tool call: the observation (None when the run had to halt first), the
-    executor's outcome, and the loop's retries of a read (for the step's record)."""
+    executor's outcome, the loop's retries of a read (for the step's record), the effect
+    key the ledger recorded, and what the port did on its estimates (``acted``)."""
 
     observation: Observation | None
     outcome: ActionOutcome | None
     halt: HaltReason | None
     retries: tuple[dict[str, Any], ...] = ()
     escalation: str | None = None  # why the event bus's answer hands the run over
+    effect_key: str | None = None
+    acted: tuple[str, ...] = ()
+    confirmation_used: bool = True  # False: refused before the call took a confirmation
 
 
-class RunContext(Protocol):
-    """What the two ports read and charge of the run that owns them (``_run.Run``).
+class Watch(Protocol):
+    """The run's clock and watchers, which every call is raced against (``_run.Run``)."""
 
-    A protocol rather than the run's class, so the ports depend on these few names only.
-    """
-
-    settings: LoopSettings
-    state: TaskState
-    budget: Budget | None
     deadline_s: float
-    confirmation: Confirmation | None
-    last_errors: dict[str, float]
-    health: ToolHealth | None
-    secrets: RunSecrets
 
     def elapsed(self) -> float: ...
 
     def watchers(self) -> dict[HaltReason, Callable[[], Any]]: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """What one tool call knows of its step: the task, the step, the state view its
+    preconditions read, the tool's actuator settings, the tool's newest measured error
+    (handed forward with the settings), a human's confirmation, and the newest
+    observation (what a repeat after a passing fault is compared with)."""
+
+    task_id: str
+    session_id: str
+    step: int
+    view: Mapping[str, Any]
+    settings: ActuatorSettings
+    error: float = 0.0
+    confirmation: Confirmation | None = None
+    latest: ObservationEntry | None = None
+
+
 # --- the model -----------------------------------------------------------------------
 
 
 class ModelPort:
-    """Calls a model for the run and charges the call to the run's budget."""
+    """Calls a model for the run and charges the call to the run's live budget; the
+    caller's ``usage`` adds it up for the task state."""
 
-    def __init__(self, run: RunContext) -> None:
-        self._run = run
+    def __init__(self, settings: LoopSettings, budget: Budget | None, watch: Watch) -> None:
+        self._settings = settings
+        self._budget = budget
+        self._watch = watch
         # False once a model could not compile a response schema: decode loosely from
-        # then on; the validator still checks every reply.
+        # then on; the validator still checks every reply. ``grammar_failure`` says why.
         self.grammar_ok = True
+        self.grammar_failure: str | None = None
         self._single: ModelLadder | None = None
 
     def _charge(self, completion: Completion, usage: Usage, price: Rung | None = None) -> None:
-        run = self._run
-        tokens = completion.usage.total_tokens
         u = completion.usage
         cost = (
             completion.cost_usd or 0.0
             if price is None
             else price.cost(u.prompt_tokens, u.completion_tokens, completion.cost_usd)
         )
-        b = run.state.budget
-        b.tokens_used += tokens
-        b.cost_used += cost
-        b.model_calls += 1
         usage["model_calls"] += 1
-        usage["prompt_tokens"] += completion.usage.prompt_tokens
-        usage["completion_tokens"] += completion.usage.completion_tokens
+        usage["prompt_tokens"] += u.prompt_tokens
+        usage["completion_tokens"] += u.completion_tokens
         usage["cost"] += cost
-        if run.budget is not None:
-            run.budget.charge(tokens, cost)
-            b.tokens_left, b.cost_left = run.budget.tokens_left, run.budget.cost_left
+        if self._budget is not None:
+            self._budget.charge(u.total_tokens, cost)
+
+    def budget_left(self) -> tuple[int | None, float | None] | None:
+        """What the run's live budget has left (None: the run has none)."""
+        b = self._budget
+        return None if b is None else (b.tokens_left, b.cost_left)
 
     async def complete(
         self,
@@ -187,11 +202,11 @@ class ModelPort:
     ) -> ModelCall:
         """One model call raced against the watchers; ``price`` is the ladder rung whose
         price (where it has one) charges the call."""
-        run = self._run
-        limit = max_tokens or run.settings.max_tokens
-        if run.budget is not None and run.budget.tokens_left is not None:
-            limit = max(1, min(limit, run.budget.tokens_left))
-        remaining = run.deadline_s - run.elapsed()
+        watch, budget = self._watch, self._budget
+        limit = max_tokens or self._settings.max_tokens
+        if budget is not None and budget.tokens_left is not None:
+            limit = max(1, min(limit, budget.tokens_left))
+        remaining = watch.deadline_s - watch.elapsed()
         call = model.complete(
             [dict(m) for m in messages],
             ModelRequest(
@@ -201,14 +216,14 @@ class ModelPort:
                 seed=seed,
                 timeout=remaining if remaining > 0 else None,
                 tools=tuple(tools or ()),
-                logprobs=run.settings.logprobs,
+                logprobs=self._settings.logprobs,
             ),
         )
         try:
-            completion, halt = await race(call, run.watchers())
+            completion, halt = await race(call, watch.watchers())
         except SchemaCompileError as exc:
             self.grammar_ok = False
-            run.state.failures.append(f"constrained decoding unavailable: {exc}")
+            self.grammar_failure = f"constrained decoding unavailable: {exc}"
             return await self.complete(
                 model,
                 messages,
@@ -230,7 +245,7 @@ class ModelPort:
 
     def ladder(self) -> ModelLadder:
         """The run's model ladder (a single model is a ladder of one rung)."""
-        cfg = self._run.settings
+        cfg = self._settings
         if cfg.ladder is not None:
             return cfg.ladder
         if self._single is None or self._single.rungs[0].model is not cfg.model:
@@ -248,19 +263,21 @@ class ModelPort:
         schema: Mapping[str, Any] | None,
         tools: Sequence[Mapping[str, Any]] | None,
         dual: bool,
+        step: int,
         settings: ActuatorSettings | None = None,
     ) -> tuple[list[ModelCall], RunUsageSummary]:
         """The proposal's calls, on the ladder's rung ``settings.rung`` (the cheapest by
         default): one sample at the agent's temperature, and ``settings.votes - 1`` more
         at the dual temperature (at least one more under dual verification, from the
-        verifier where there is one), all at the same time. The usage is split by rung."""
-        cfg = self._run.settings
+        verifier where there is one), all at the same time, seeded by the ``step``. The
+        usage is split by rung."""
+        cfg = self._settings
         ladder = self.ladder()
         index = 0 if settings is None else ladder.index(settings.rung)
         rung = ladder.rungs[index]
         k = max(2 if dual else 1, 1 if settings is None else settings.votes)
         usage = new_usage()
-        seed = cfg.seed + self._run.state.step
+        seed = cfg.seed + step
         plans = [(rung.model, seed, cfg.temperature)]
         for i in range(1, k):
             model = cfg.verifier if (dual and i == 1 and cfg.verifier is not None) else rung.model
@@ -375,45 +392,49 @@ class ToolPort:
     what makes an empty answer doubtful.
     """
 
-    def __init__(self, run: RunContext, executor: Executor) -> None:
-        self._run = run
+    def __init__(
+        self,
+        settings: LoopSettings,
+        executor: Executor,
+        watch: Watch,
+        *,
+        health: ToolHealth | None,
+        secrets: RunSecrets,
+    ) -> None:
+        self._settings = settings
+        self._watch = watch
+        self._health = health
+        self._secrets = secrets
         self.executor = executor
         self.recent_faults: dict[str, int] = {}  # tool -> last step it had a passing fault
         self.fault_repeats: dict[str, int] = {}  # signature -> repeats let through after one
-        # What the loop did on its estimates in this step (a storm waited out, a call its
-        # breaker refused, an early handover): the step's record takes them (``acted``).
-        self.acted: list[str] = []
-        events = run.settings.events
-        self.healing = None if events is None else BusHealing(events, run.health)
+        events = settings.events
+        self.healing = None if events is None else BusHealing(events, health)
         # Asking a read again: why (the facts :meth:`run` observes), after the delay they name,
         # unless the answer in hand is the last this step can have (the wait would end
         # past the run's deadline).
         self._again = RetryPolicy(
-            stop=when(lambda s: run.elapsed() + s.fact("delay_s") >= run.deadline_s, "deadline"),
+            stop=when(
+                lambda s: watch.elapsed() + s.fact("delay_s") >= watch.deadline_s, "deadline"
+            ),
             wait=wait_fact("delay_s"),
             retry=when(lambda s: s.fact("why")),
         )
 
-    def take_acted(self) -> list[str]:
-        """The actions taken on an estimate since the last call, and forget them."""
-        acted, self.acted = self.acted, []
-        return acted
-
-    def allows_repeat(self, tool: Tool, signature: str) -> bool:
-        """The same read again, right after its last answer was a passing fault: let it
-        run, a bounded number of times (``ReadRetry.repeats_after_fault``) so a real loop
-        stops."""
-        if not self.may_repeat(tool, signature):
+    def allows_repeat(self, tool: Tool, signature: str, latest: ObservationEntry | None) -> bool:
+        """The same read again, right after its last answer (``latest``) was a passing
+        fault: let it run, a bounded number of times (``ReadRetry.repeats_after_fault``)
+        so a real loop stops."""
+        if not self.may_repeat(tool, signature, latest):
             return False
         self.fault_repeats[signature] = self.fault_repeats.get(signature, 0) + 1
         return True
 
-    def may_repeat(self, tool: Tool, signature: str) -> bool:
+    def may_repeat(self, tool: Tool, signature: str, latest: ObservationEntry | None) -> bool:
         """Whether :meth:`allows_repeat` would let this call through (nothing used up)."""
-        run = self._run
-        if tool.effect is not EffectClass.RECOMPUTABLE or not run.state.observations:
+        if tool.effect is not EffectClass.RECOMPUTABLE or latest is None:
             return False
-        last = run.state.observations[-1]
+        last = latest
         if last.tool != tool.name or action_signature(last.tool, last.arguments) != signature:
             return False
         status = str(last.observation.get("status", ""))
@@ -423,10 +444,11 @@ class ToolPort:
         ):
             return False
         used = self.fault_repeats.get(signature, 0)
-        return used < run.settings.read_retry.repeats_after_fault
+        return used < self._settings.read_retry.repeats_after_fault
 
-    async def run(self, tool: Tool, call: ActionCall, settings: ActuatorSettings) -> ToolRun:
-        """Run ``call`` under the tool's actuator settings (timeout, retry delay, attempts).
+    async def run(self, tool: Tool, call: ActionCall, ctx: CallContext) -> ToolRun:
+        """Run ``call`` under the tool's actuator settings (timeout, retry delay, attempts)
+        in ``ctx``, the call's narrow view of its step.
 
         A read (``recomputable``) whose answer is a passing fault is asked again here,
         within the same ``max_retries`` the executor has for exceptions (see
@@ -440,9 +462,11 @@ class ToolPort:
         :class:`~closedloop.SecretUnavailableError` before anything runs: the run ends
         with ``secret_unavailable``.
         """
-        run = self._run
-        health = run.health
+        cfg, watch, secrets = self._settings, self._watch, self._secrets
+        settings = ctx.settings
+        health = self._health
         healing = self.healing
+        acted: list[str] = []
         if healing is not None:
             healing.escalation = None  # an escalation hands over the call that heard it
 
@@ -451,11 +475,11 @@ class ToolPort:
             down = None if health is None else health.refused(tool.name)
             if down is None:
                 return None
-            self.acted.append(f"breaker open: {tool.name} was not called ({down})")
+            acted.append(f"breaker open: {tool.name} was not called ({down})")
             return ActionOutcome(
                 action=tool.name,
-                task_id=run.state.task_id,
-                step=run.state.step,
+                task_id=ctx.task_id,
+                step=ctx.step,
                 effect=tool.effect,
                 status=OutcomeStatus.PRECONDITION_FAILED,
                 error=CircuitOpenError(down),
@@ -463,18 +487,19 @@ class ToolPort:
 
         refused = tool_down()
         if refused is not None:
-            now = run.settings.wall_clock()
-            return ToolRun(outcome_observation(refused, tool.name, now), refused, None, ())
+            now = cfg.wall_clock()
+            observed = outcome_observation(refused, tool.name, now)
+            return ToolRun(observed, refused, None, (), acted=tuple(acted), confirmation_used=False)
         measured = None if health is None else health.timeout_s(tool.name)
         # A secret the model wrote out in clear becomes a reference like the others, so the
         # ledger's arguments and key never hold a value; the values exist for this call only.
-        arguments = run.secrets.adopt(call.arguments)
-        values = await run.secrets.resolve(references_in(arguments))
+        arguments = secrets.adopt(call.arguments)
+        values = await secrets.resolve(references_in(arguments))
         action = tool.action.with_secret_values(values)
         if not tool.fixed_timeout:
             timeout_s = settings.timeout_ms / 1000.0 if measured is None else measured
             action = action.with_timeout(max(0.001, timeout_s))
-        policy = run.settings.read_retry
+        policy = cfg.read_retry
         read = tool.effect is EffectClass.RECOMPUTABLE
         budget = 1 + int(settings.max_retries)
         used = 0  # the executor's attempts so far: asking again spends the same budget
@@ -483,8 +508,7 @@ class ToolPort:
         outcome: ActionOutcome | None = None
         halt: HaltReason | None = None
         retries: list[dict[str, Any]] = []
-        confirmation = run.confirmation
-        run.confirmation = None  # a human's approval covers the one frozen action only
+        confirmation = ctx.confirmation  # a human's approval covers this call only
 
         executor_wait = wait_fixed(max(0.0, settings.retry_delay_ms / 1000.0))
         executor_retry = retry_if_exception_type(exclude=(*PROGRAMMING_ERRORS, ToolError))
@@ -498,43 +522,43 @@ class ToolPort:
             refused = tool_down()
             if refused is not None:  # the breaker opened on an earlier attempt
                 outcome = refused
-                return outcome_observation(refused, tool.name, run.settings.wall_clock())
+                return outcome_observation(refused, tool.name, cfg.wall_clock())
             if healing is not None and not tool.fixed_timeout and action.timeout_s is not None:
                 action = action.with_timeout(healing.timeout_s(tool.name, action.timeout_s))
-            started = run.settings.clock()
+            started = cfg.clock()
             with collect_tool_retries() as inside:  # a tool's own retries (an MCP reconnect)
                 outcome, halt = await race(
                     self.executor.execute(
                         action,
                         arguments,
-                        task_id=run.state.task_id,
-                        step=run.state.step,
+                        task_id=ctx.task_id,
+                        step=ctx.step,
                         confirmation=confirmation,
                         retry=retry,
-                        state=run.state.condition_view(),
+                        state=ctx.view,
                     ),
-                    run.watchers(),
+                    watch.watchers(),
                 )
             for entry in inside:
                 retries.append({**entry, "attempt": len(retries) + 1})
             if outcome is None:
                 return None
             used += max(1, outcome.attempts)
-            observed = outcome_observation(outcome, tool.name, run.settings.wall_clock())
-            latency = run.settings.clock() - started
+            observed = outcome_observation(outcome, tool.name, cfg.wall_clock())
+            latency = cfg.clock() - started
             if health is not None:
                 health.record_latency(tool.name, latency)
-            observed = _adopt_secrets(run.secrets, observed)
+            observed = _adopt_secrets(secrets, observed)
             if healing is not None:
                 event = fault_event(
                     observed,
                     source=tool.name,
-                    session_id=run.state.session_id,
+                    session_id=ctx.session_id,
                     timeout_s=action.timeout_s,
                     latency_s=max(0.0, latency),
                 )
                 if event is not None:
-                    self.acted += await healing.heal(event, fixed_timeout=tool.fixed_timeout)
+                    acted.extend(await healing.heal(event, fixed_timeout=tool.fixed_timeout))
             return observed
 
         def observe(_: int, observation: Any, error: BaseException | None) -> dict[str, Any]:
@@ -554,19 +578,19 @@ class ToolPort:
                 storm_waits += 1
                 storm_waited += storm
                 used -= 1
-                self.recent_faults[tool.name] = run.state.step
+                self.recent_faults[tool.name] = ctx.step
                 return {"why": "429 storm waited out (Retry-After)", "delay_s": storm}
             why = None
             if policy.should_retry(observation) and used < budget:
                 why = "passing fault"
-                self.recent_faults[tool.name] = run.state.step
+                self.recent_faults[tool.name] = ctx.step
             elif (
                 observation.status is ObservationStatus.EMPTY
                 and policy.enabled
                 and policy.recheck_empty
                 and not rechecked
                 and used < budget  # a re-check is an attempt: it spends the same budget
-                and self._doubtful(tool.name, settings.u)
+                and self._doubtful(tool.name, settings.u, ctx)
             ):
                 why = "empty answer re-checked (the tool's error is high or it failed recently)"
                 rechecked = True
@@ -580,7 +604,7 @@ class ToolPort:
             if answer.status is ObservationStatus.RATE_LIMITED and str(
                 state.fact("why")
             ).startswith("429 storm"):
-                self.acted.append(
+                acted.append(
                     f"{tool.name}: a 429 waited out {decision.delay_s:.2f} s (Retry-After); "
                     "the attempt is not counted"
                 )
@@ -598,9 +622,9 @@ class ToolPort:
             if delay > 0:
                 # Cancellation and the budget may cut the wait; the deadline was checked before.
                 watchers: dict[HaltReason, Callable[[], Any]] = {
-                    k: w for k, w in run.watchers().items() if k is not HaltReason.DEADLINE
+                    k: w for k, w in watch.watchers().items() if k is not HaltReason.DEADLINE
                 }
-                _, cut = await race(run.settings.sleep(delay), watchers)
+                _, cut = await race(cfg.sleep(delay), watchers)
                 if cut is not None:
                     raise _Halted(cut)
 
@@ -615,27 +639,32 @@ class ToolPort:
                 passthrough=(Exception,),  # the executor retried exceptions already
             )
         except _Halted as stop:
-            return ToolRun(None, None, stop.reason, tuple(retries))
+            return ToolRun(None, None, stop.reason, tuple(retries), acted=tuple(acted))
         observation = done.value
         if outcome is None or observation is None:
-            return ToolRun(None, None, halt, tuple(retries))
+            return ToolRun(None, None, halt, tuple(retries), acted=tuple(acted))
         if health is not None and outcome.status is not OutcomeStatus.PRECONDITION_FAILED:
             health.record_call(tool.name, failed=is_transient(observation))
         if read and policy.should_retry(observation):
-            self.recent_faults[tool.name] = run.state.step
+            self.recent_faults[tool.name] = ctx.step
         not_run = (OutcomeStatus.PRECONDITION_FAILED, OutcomeStatus.CONFIRMATION_REQUIRED)
-        key = outcome.effect_key
-        if key and outcome.status not in not_run and key not in run.state.effect_keys:
-            run.state.effect_keys.append(key)
+        key = outcome.effect_key if outcome.status not in not_run else None
         escalation = None if healing is None else healing.escalation
-        return ToolRun(observation, outcome, None, tuple(retries), escalation)
+        return ToolRun(
+            observation,
+            outcome,
+            None,
+            tuple(retries),
+            escalation,
+            effect_key=key or None,
+            acted=tuple(acted),
+        )
 
-    def _doubtful(self, tool: str, u: float) -> bool:
+    def _doubtful(self, tool: str, u: float, ctx: CallContext) -> bool:
         """Whether an empty answer of ``tool`` might be a fault's: a high error signal (the
         tool's control output or its last error) or a passing fault in the last few steps."""
-        run = self._run
-        policy = run.settings.read_retry
-        if max(u, run.last_errors.get(tool, 0.0)) >= policy.empty_error:
+        policy = self._settings.read_retry
+        if max(u, ctx.error) >= policy.empty_error:
             return True
         last = self.recent_faults.get(tool)
-        return last is not None and run.state.step - last <= policy.recent_steps
+        return last is not None and ctx.step - last <= policy.recent_steps

@@ -1,25 +1,22 @@
-"""Stepping through a run: ``AgentRun`` and the generator that drives a ``Run`` to its end.
+"""Stepping through a run: ``AgentRun``, one run stepped with ``async for``.
 
-Every way out is a recorded end: the last step's halt, a stop before the first step,
-the caller walking away (``cancelled``) or an exception (``error``, with the exception in
-the result; only a ``BaseException`` such as ``KeyboardInterrupt`` is re-raised). What the
-tools share for the run (their ``scope``: a connection to an MCP server) is entered before
-the first step and left on every one of these ways out.
+The steps come from the driver (``_driver.py``); a run's start hands it the run and what
+its first step starts from (a resumed task's confirmation, a recovered task's note).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from ._halt_error import end_with_error
-from ._modes import step
-from ._records import HaltReason, RunResult, StepRecord
+from ._driver import drive
+from ._records import RunResult, StepRecord
 from ._run import Run
-from ._tools import Tool
+from ._view import Carry
 
-__all__ = ["AgentRun", "drive"]
+__all__ = ["AgentRun", "Start"]
+
+Start = Callable[[], Awaitable[tuple[Run, Carry]]]
+"""What starts a run: its ``Run``, and what its first step starts from."""
 
 
 class AgentRun:
@@ -29,7 +26,7 @@ class AgentRun:
     early: the run is then ended as ``cancelled`` and its trace closed.
     """
 
-    def __init__(self, start: Callable[[], Awaitable[Run]]) -> None:
+    def __init__(self, start: Start) -> None:
         self._start = start
         self._run: Run | None = None
         self._gen: AsyncIterator[StepRecord] | None = None
@@ -44,8 +41,8 @@ class AgentRun:
 
     async def __anext__(self) -> StepRecord:
         if self._gen is None:
-            self._run = await self._start()
-            self._gen = drive(self._run)
+            self._run, carry = await self._start()
+            self._gen = drive(self._run, carry)
         return await self._gen.__anext__()
 
     async def aclose(self) -> None:
@@ -58,40 +55,3 @@ class AgentRun:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-async def _enter_scopes(stack: contextlib.AsyncExitStack, tools: Iterable[Tool]) -> None:
-    seen: set[int] = set()
-    for tool in tools:
-        if tool.scope is not None and id(tool.scope) not in seen:
-            seen.add(id(tool.scope))
-            await stack.enter_async_context(tool.scope.run_scope())
-
-
-async def drive(run: Run) -> AsyncIterator[StepRecord]:
-    scopes = contextlib.AsyncExitStack()
-    try:
-        try:
-            await _enter_scopes(scopes, run.settings.tools.values())
-            halt = run.stop_reason()
-            if halt is not None:
-                await run.finish(halt)
-                return
-            while run.result is None:
-                yield await step(run)
-        except (GeneratorExit, asyncio.CancelledError):
-            if run.result is None:
-                with contextlib.suppress(Exception):
-                    await run.finish(
-                        HaltReason.CANCELLED, message="the run was stopped from outside"
-                    )
-            raise
-        except Exception as exc:  # every exception inside a run ends it as error, in the result
-            await end_with_error(run, exc)
-        except BaseException as exc:
-            if run.result is None:
-                with contextlib.suppress(Exception):
-                    await run.finish(HaltReason.ERROR, message=f"{type(exc).__name__}: {exc}")
-            raise
-    finally:
-        await scopes.aclose()  # the tools' shared resources, on every way out

@@ -1,4 +1,4 @@
-"""The three control granularities, as arrangements of the same stages of one ``Step``.
+"""The three control granularities, as arrangements of the same stages.
 
 ``react``: every step the model sees the newest observations and proposes one action.
 ``plan_execute``: the model writes a structured, validated plan; code runs it step by
@@ -6,217 +6,209 @@ step; the model comes back only to replan (counted and bounded) and to answer.
 ``plan_review``: planner, executor and reviewer; the reviewer (code or a model) checks
 each step's completion condition and can send the step back.
 
-Each arrangement chooses what the step proposes (and under which key), then hands the
-proposal to :meth:`Step.finish`; the plan modes add a judge that decides what the
-outcome means for the plan. A Lyapunov monitor on task quality across replans ends a
-run whose replans keep making things worse.
+A mode only says what each step asks for (an :class:`~closedloop.agent._view.Ask`: the
+phase, the proposing key, the kinds of reply and their schema, or a proposal made in
+code) and, in the plan modes, how the step's outcome is judged; the driver
+(``_driver.py``) runs the same stages for all three. A Lyapunov monitor on task quality
+across replans ends a run whose replans keep making things worse.
 """
 
 from __future__ import annotations
 
-from ..control import Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..control import Protocol as DefenceProtocol
 from ..perception import Observation, ObservationStatus
 from ._actions import Proposal, action_schema, plan_schema
 from ._actuators import PLAN, propose_key
-from ._records import ActionCall, HaltReason, StepRecord
+from ._close import completion
+from ._fold import Edit, Noted, PlanEdit
+from ._propose import answer_open, bounds
+from ._records import ActionCall, HaltReason
 from ._review import ReviewRequest, ReviewVerdict, review
-from ._run import Run
-from ._state import PlanStep
-from ._step import NO_USAGE, ModelReply, Step
+from ._state import field_problems
+from ._view import Ask, Judge, Judged, Mode
 
-__all__ = ["MODES", "plan_step", "react_step", "step"]
+if TYPE_CHECKING:
+    from ._run import Run
+
+__all__ = ["MODES", "PlanModes", "ReActMode", "mode_for"]
 
 MODES = ("react", "plan_execute", "plan_review")
 
 
-async def step(run: Run) -> StepRecord:
-    """One step of the run's mode, from the settings the last step handed on."""
-    one = Step(run, run.actuators)
-    if run.settings.mode == "react":
-        return await react_step(one)
-    return await plan_step(one)
+@dataclass(frozen=True, slots=True)
+class ReActMode:
+    """Propose, validate, act, observe, measure, control: every step."""
 
+    name: str = "react"
 
-async def react_step(step: Step) -> StepRecord:
-    """One ReAct step: propose, validate, act, observe, measure, control."""
-    run = step.run
-    run.state.phase = run.phase_for_react()
-    key = propose_key("react")
-    visible = await step.shown_tools(key)
-    required = run.task.required_fields
-    reply = await step.propose(
-        frozenset({"tool", "final"}),
-        lambda strict: action_schema(
-            visible, required, strict=strict, allow_final=step.answer_open(), **step.bounds()
-        ),
-        key,
-    )
-    return await step.finish(reply, key, run.state.phase)
+    def ask(self, run: Run) -> Ask:
+        incomplete = field_problems(run.task.required_fields, run.state.required_fields)
+        required = run.task.required_fields
 
-
-# --- plan-and-execute, planner / executor / reviewer ------------------------------------
-
-
-async def plan_step(step: Step) -> StepRecord:
-    """One step of plan-and-execute or planner/executor/reviewer."""
-    state = step.run.state
-    if state.phase not in ("planning", "executing", "finishing"):
-        state.phase = "planning"
-    if state.phase == "executing" and state.cursor >= len(state.plan):
-        state.phase = "finishing"
-    if state.phase == "planning":
-        return await _planning(step)
-    if state.phase == "executing":
-        return await _executing(step)
-    return await _finishing(step)
-
-
-async def _replan(run: Run, reason: str) -> tuple[list[str], HaltReason | None]:
-    state = run.state
-    if state.plan and state.cursor < len(state.plan):
-        state.plan[state.cursor].status = "failed"
-    state.replan_count += 1
-    verdict = run.control.observe_replan(run.completion())
-    if state.replan_count > run.settings.max_replans:
-        return [
-            f"replan limit reached ({run.settings.max_replans}): {reason}"
-        ], HaltReason.NO_PROGRESS
-    if verdict.should_stop:
-        return ["task quality fell across consecutive replans (Lyapunov)"], HaltReason.NO_PROGRESS
-    state.phase = "planning"
-    state.cursor = 0
-    note = f"replanning (#{state.replan_count}): {reason}"
-    state.notes.append(note)
-    return [note], None
-
-
-async def _planning(step: Step) -> StepRecord:
-    run = step.run
-    state = run.state
-    key = PLAN
-    visible = await step.shown_tools(key)
-    reply = await step.propose(
-        frozenset({"plan"}), lambda _: plan_schema(visible, run.settings.max_plan_steps), key
-    )
-    p = reply.proposal
-    if (
-        reply.halt is not None
-        or run.control.protocol is Protocol.MANUAL_HANDOVER
-        or p.kind != "plan"
-    ):
-        if p.kind not in ("plan", "invalid") and reply.halt is None:
-            wrong = f"phase planning expects a plan, not a {p.kind}"
-            reply = ModelReply(
-                Proposal("invalid", errors=(wrong,)),
-                reply.usage,
-                reply.settings,
-                None,
-                reply.strict,
+        def schema(shown: Any, strict: bool) -> Mapping[str, Any]:
+            return action_schema(
+                shown, required, strict=strict, allow_final=answer_open(run), **bounds(run)
             )
-        return await step.finish(reply, key, "planning")
-    errors = run.validator.plan_errors(p.plan, run.settings.max_plan_steps)
-    if errors:
-        return await step.close(await step.refuse(reply, key, errors, "planning", None))
-    state.plan = [
-        PlanStep(
-            tool=str(s["tool"]),
-            arguments=dict(s.get("arguments") or {}),
-            goal=str(s.get("goal", "")),
-            core=bool(s.get("core", True)) and run.settings.tools[str(s["tool"])].core,
+
+        return Ask(
+            phase="collecting" if incomplete else "committing",
+            key=propose_key("react"),
+            kinds=frozenset({"tool", "final"}),
+            schema=schema,
         )
-        for s in p.plan
-    ]
-    state.plan_version += 1
-    state.cursor = 0
-    state.phase = "executing"
-    note = f"plan v{state.plan_version} accepted: {len(state.plan)} step(s)"
-    return await step.close(step.accepted(reply, key, "planning", note))
 
 
-async def _executing(step: Step) -> StepRecord:
-    run = step.run
-    state = run.state
-    plan_step = state.plan[state.cursor]
-    index = state.cursor
-    reviewing = run.settings.mode == "plan_review"
+@dataclass(frozen=True, slots=True)
+class PlanModes:
+    """Plan and execute (``reviewing=False``), or planner / executor / reviewer."""
+
+    name: str
+    reviewing: bool
+
+    def ask(self, run: Run) -> Ask:
+        state = run.state
+        phase = state.phase
+        if phase not in ("planning", "executing", "finishing"):
+            phase = "planning"
+        if phase == "executing" and state.cursor >= len(state.plan):
+            phase = "finishing"
+        if phase == "planning":
+            plan_steps = run.settings.max_plan_steps
+            return Ask(
+                phase=phase,
+                key=PLAN,
+                kinds=frozenset({"plan"}),
+                schema=lambda shown, _: plan_schema(shown, plan_steps),
+            )
+        if phase == "executing":
+            return self._executing(run)
+        return Ask(
+            phase=phase,
+            key=propose_key("finishing"),
+            kinds=frozenset({"final"}),
+            schema=lambda _, strict: action_schema(
+                (), run.task.required_fields, strict=strict, allow_tool=False, **bounds(run)
+            ),
+            judge=_refused_answer(run),
+        )
+
+    def _executing(self, run: Run) -> Ask:
+        state = run.state
+        index = state.cursor
+        planned = state.plan[index]
+        judge = _plan_judge(run, index, self.reviewing)
+        if run.control.protocol is DefenceProtocol.DIMENSION_REDUCTION and not planned.core:
+            done = _advanced(run, index, "skipped")
+            return Ask(
+                phase="executing",
+                key=PLAN,
+                settled=f"dimension reduction: skipped non-core plan step {index} ({planned.tool})",
+                edits=(done,),
+            )
+        if self.reviewing:
+            hint = (
+                f"Execute plan step {index}: {planned.goal or planned.tool}. Planned call: "
+                f"{planned.tool}({planned.arguments})."
+            )
+            return Ask(
+                phase="executing",
+                key=propose_key("executor"),
+                kinds=frozenset({"tool"}),
+                schema=lambda shown, strict: action_schema(
+                    shown, (), strict=strict, allow_final=False, **bounds(run)
+                ),
+                hints=(hint,),
+                judge=judge,
+            )
+        if state.pending is not None:  # the frozen plan step, as a human decided it
+            return Ask(phase="executing", key=PLAN, kinds=frozenset({"tool"}), judge=judge)
+        # the plan's own call: code acts it out, the model is not asked
+        call = ActionCall(tool=planned.tool, arguments=planned.arguments)
+        made = Proposal("tool", call=call)
+        return Ask(phase="executing", key=PLAN, made=made, judge=judge)
+
+
+def mode_for(name: str) -> Mode:
+    """The arrangement of the stages a mode's name stands for."""
+    if name == "react":
+        return ReActMode()
+    return PlanModes(name, reviewing=name == "plan_review")
+
+
+def _advanced(run: Run, index: int, status: str) -> PlanEdit:
+    """Plan step ``index`` settled (done or skipped): the cursor moves past it; past the
+    last one the plan is carried out and the task goes on to its answer."""
+    cursor = index + 1
+    finishing = "finishing" if cursor >= len(run.state.plan) else None
+    return PlanEdit(index=index, status=status, cursor=cursor, phase=finishing)
+
+
+def _replan(run: Run, after: Mapping[str, Any], reason: str) -> Judged:
+    """The plan failed: its current step is marked, and the task plans again unless the
+    replans ran out or task quality fell across them (Lyapunov)."""
+    state, cfg = run.state, run.settings
+    failed = PlanEdit(index=state.cursor, status="failed", replanned=True)
+    count = state.replan_count + 1
+    verdict = run.control.observe_replan(completion(run, after["fields"]))
+    if count > cfg.max_replans:
+        limit = f"replan limit reached ({cfg.max_replans}): {reason}"
+        return Judged((limit,), HaltReason.NO_PROGRESS, (failed,))
+    if verdict.should_stop:
+        fell = "task quality fell across consecutive replans (Lyapunov)"
+        return Judged((fell,), HaltReason.NO_PROGRESS, (failed,))
+    note = f"replanning (#{count}): {reason}"
+    again = PlanEdit(
+        index=state.cursor, status="failed", replanned=True, cursor=0, phase="planning"
+    )
+    return Judged((note,), None, (again, Noted((note,))), phase="planning")
+
+
+def _plan_judge(run: Run, index: int, reviewing: bool) -> Judge:
+    """What a plan step's outcome means for the plan: advance, send back, or replan."""
+    planned = run.state.plan[index]
 
     async def judge(
-        action: ActionCall | None, observation: Observation | None
-    ) -> tuple[list[str], HaltReason | None]:
+        action: ActionCall | None, observation: Observation | None, after: Mapping[str, Any]
+    ) -> Judged:
+        edits: tuple[Edit, ...] = ()
         if observation is None or action is None:
             if not reviewing:
-                return await _replan(run, f"plan step {index} ({plan_step.tool}) was refused")
-            plan_step.sendbacks += 1
+                return _replan(run, after, f"plan step {index} ({planned.tool}) was refused")
         else:
             if reviewing:
-                request = ReviewRequest(plan_step, action, observation, state.condition_view())
-                verdict = await review(run, request)
+                request = ReviewRequest(planned, action, observation, after)
+                verdict, edits = await review(run, request)
             else:
                 ok = observation.status is ObservationStatus.OK
                 verdict = ReviewVerdict(ok, "" if ok else f"answer was {observation.status.value}")
             if verdict.complete:
-                plan_step.status = "done"
-                state.cursor += 1
-                if state.cursor >= len(state.plan):
-                    state.phase = "finishing"
-                return [f"plan step {index} complete"], None
+                done = _advanced(run, index, "done")
+                return Judged((f"plan step {index} complete",), None, (*edits, done), done.phase)
             if not reviewing:
-                return await _replan(run, f"plan step {index} failed: {verdict.reason}")
-            plan_step.sendbacks += 1
-            state.notes.append(f"the reviewer sent plan step {index} back: {verdict.reason}")
-        if plan_step.sendbacks > run.settings.max_sendbacks:
-            return await _replan(
-                run, f"plan step {index} was sent back {plan_step.sendbacks} times"
+                return _replan(run, after, f"plan step {index} failed: {verdict.reason}")
+            back = f"the reviewer sent plan step {index} back: {verdict.reason}"
+            edits = (*edits, Noted((back,)))
+        sendbacks = planned.sendbacks + 1
+        edits = (PlanEdit(index=index, sendback=True), *edits)
+        if sendbacks > run.settings.max_sendbacks:
+            why = f"plan step {index} was sent back {sendbacks} times"
+            replanned = _replan(run, after, why)
+            return Judged(
+                replanned.notes, replanned.halt, (*edits, *replanned.edits), replanned.phase
             )
-        return [f"plan step {index} sent back ({plan_step.sendbacks})"], None
+        return Judged((f"plan step {index} sent back ({sendbacks})",), None, edits)
 
-    if run.control.protocol is Protocol.DIMENSION_REDUCTION and not plan_step.core:
-        plan_step.status = "skipped"
-        state.cursor += 1
-        if state.cursor >= len(state.plan):
-            state.phase = "finishing"
-        reply = ModelReply(Proposal("invalid"), NO_USAGE, await step.settings(PLAN))
-        note = f"dimension reduction: skipped non-core plan step {index} ({plan_step.tool})"
-        return await step.close(step.accepted(reply, PLAN, "executing", note))
-    if reviewing:
-        key = propose_key("executor")
-        visible = await step.shown_tools(key)
-        hint = (
-            f"Execute plan step {index}: {plan_step.goal or plan_step.tool}. Planned call: "
-            f"{plan_step.tool}({plan_step.arguments})."
-        )
-        reply = await step.propose(
-            frozenset({"tool"}),
-            lambda strict: action_schema(
-                visible, (), strict=strict, allow_final=False, **step.bounds()
-            ),
-            key,
-            (hint,),
-        )
-    else:
-        key = PLAN
-        if state.pending is not None:  # the frozen plan step, as a human decided it
-            reply = await step.propose(frozenset({"tool"}), lambda _: {}, key)
-        else:  # the plan's own call: code acts it out, the model is not asked
-            call = ActionCall(tool=plan_step.tool, arguments=plan_step.arguments)
-            reply = ModelReply(Proposal("tool", call=call), NO_USAGE, await step.settings(key))
-    return await step.finish(reply, key, "executing", judge)
+    return judge
 
 
-async def _finishing(step: Step) -> StepRecord:
-    key = propose_key("finishing")
-    required = step.run.task.required_fields
-    reply = await step.propose(
-        frozenset({"final"}),
-        lambda strict: action_schema(
-            (), required, strict=strict, allow_tool=False, **step.bounds()
-        ),
-        key,
-    )
-
+def _refused_answer(run: Run) -> Judge:
     async def judge(
-        _action: ActionCall | None, _observation: Observation | None
-    ) -> tuple[list[str], HaltReason | None]:
-        return await _replan(step.run, "the final answer was refused")
+        _action: ActionCall | None, _observation: Observation | None, after: Mapping[str, Any]
+    ) -> Judged:
+        return _replan(run, after, "the final answer was refused")
 
-    return await step.finish(reply, key, "finishing", judge)
+    return judge

@@ -1,24 +1,41 @@
-"""The observe stage: an observation goes into the task state.
+"""The observe stage: what an observation changes in the task state.
 
 The entry the model reads next step (compacted), the required fields a tool's answer
-fills, and whether the step brought anything new (progress, for the no-progress stop).
+fills, and whether the step brought anything new (progress, for the no-progress stop),
+returned as the edits the fold applies.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..perception import Observation, ObservationStatus
+from ._fold import Edit, Filled, Noted, Observed, field_errors
 from ._records import ActionCall
-from ._state import ObservationEntry, resolve_path
+from ._state import ObservationEntry, field_problems, resolve_path
 from ._tools import Tool
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["absorb"]
+__all__ = ["Absorbed", "absorb", "complete_count"]
+
+
+@dataclass(frozen=True, slots=True)
+class Absorbed:
+    """An observation taken in: as the state keeps it (and its entry), whether it was new,
+    the required fields after it, the entries kept before it, and the edits that keep it."""
+
+    dumped: dict[str, Any]
+    entry: ObservationEntry
+    progress: bool
+    fields: Mapping[str, Any]
+    earlier: list[ObservationEntry]
+    edits: tuple[Edit, ...]
 
 
 def _digest(value: Any) -> str:
@@ -34,50 +51,55 @@ def _dump(observation: Observation, max_chars: int) -> dict[str, Any]:
         return small.model_copy(update={"value": repr(small.value)}).model_dump(mode="json")
 
 
-def absorb(
-    run: Run, tool: Tool, call: ActionCall, observation: Observation
-) -> tuple[dict[str, Any], bool]:
-    """Put an observation into the state: the entry, filled fields, progress."""
-    state = run.state
-    dumped = _dump(observation, run.settings.observation_chars)
-    progress = False
+def complete_count(run: Run, fields: Mapping[str, Any]) -> int:
+    """How many of the task's required fields ``fields`` fill validly."""
+    required = run.task.required_fields
+    return len(required) - len(field_problems(required, fields))
+
+
+def _fill(run: Run, tool: Tool, observation: Observation) -> dict[str, Any]:
+    fields = dict(run.state.required_fields)
+    sources = {f.name: f.source for f in run.task.required_fields}
+    for name, path in tool.fills.items():
+        if sources.get(name) not in (None, tool.name):
+            continue  # the field is reserved for another tool's answers
+        found, value = resolve_path(observation.value, path)
+        if found and value is not None:
+            fields[name] = value
+    return fields
+
+
+def absorb(run: Run, tool: Tool, call: ActionCall, observation: Observation) -> Absorbed:
+    """An observation into the state: the entry, filled fields, progress."""
+    state, cfg = run.state, run.settings
+    dumped = _dump(observation, cfg.observation_chars)
+    edits: list[Edit] = []
+    progress, digest = False, None
     if observation.status in (
         ObservationStatus.OK,
         ObservationStatus.PARTIAL,
         ObservationStatus.STALE,
     ):
         digest = _digest([tool.name, observation.value])
-        if digest not in state.seen_values:
-            state.seen_values.append(digest)
-            del state.seen_values[:-64]
-            progress = True
+        progress = digest not in state.seen_values
+        digest = digest if progress else None
+    fields: Mapping[str, Any] = state.required_fields
     if observation.status is ObservationStatus.OK and tool.fills:
-        before = run.complete_count()
-        sources = {f.name: f.source for f in run.task.required_fields}
-        for name, path in tool.fills.items():
-            if sources.get(name) not in (None, tool.name):
-                continue  # the field is reserved for another tool's answers
-            found, value = resolve_path(observation.value, path)
-            if found and value is not None:
-                state.required_fields[name] = value
-        run.refresh_fields()
-        progress = progress or run.complete_count() > before
-    state.observations.append(
-        ObservationEntry(
-            step=state.step,
-            tool=tool.name,
-            # as the tool port handed them on: a secret the model wrote out is a reference
-            arguments=dict(run.secrets.adopt(call.arguments)),
-            observation=dumped,
-            progress=progress,
-        )
+        before = complete_count(run, fields)
+        fields = _fill(run, tool, observation)
+        edits.append(Filled(fields, field_errors(run.task.required_fields, fields)))
+        progress = progress or complete_count(run, fields) > before
+    entry = ObservationEntry(
+        step=state.step,
+        tool=tool.name,
+        # as the tool port handed them on: a secret the model wrote out is a reference
+        arguments=dict(run.secrets.adopt(call.arguments)),
+        observation=dumped,
+        progress=progress,
     )
-    overflow = len(state.observations) - run.settings.keep_observations
-    if overflow > 0:
-        del state.observations[:overflow]
-        state.dropped_observations += overflow
+    edits.insert(0, Observed(entry, digest, cfg.keep_observations))
     if not observation.usable or observation.status is ObservationStatus.EMPTY:
-        state.failures.append(
-            f"step {state.step}: {tool.name} -> {observation.status}: {observation.meaning}"
-        )
-    return dumped, progress
+        failure = f"step {state.step}: {tool.name} -> {observation.status}: {observation.meaning}"
+        edits.append(Noted(failures=(failure,)))
+    earlier = [*state.observations, entry][-cfg.keep_observations :][:-1]
+    return Absorbed(dumped, entry, progress, fields, earlier, tuple(edits))

@@ -180,8 +180,10 @@ def project(
     protocol: str,
     options: ProjectionOptions,
     extra_notes: Sequence[str] = (),
+    phase: str | None = None,
 ) -> list[dict[str, str]]:
-    """The messages for this step's model call."""
+    """The messages for this step's model call; ``phase`` is the step's (default: the
+    state's)."""
     system = [
         "You propose the next action of an agent. Code runs the loop: it validates your "
         "proposal, runs the tool and shows you the task state each step. Propose exactly "
@@ -200,7 +202,7 @@ def project(
 
     user = [f"Task: {state.prompt}", "", "Task state (kept by code; authoritative):"]
     user.append(
-        f"  phase: {state.phase} | step {state.step + 1} of at most {max_steps} | "
+        f"  phase: {phase or state.phase} | step {state.step + 1} of at most {max_steps} | "
         f"protocol: {protocol}"
     )
     if required:

@@ -17,9 +17,11 @@ from collections.abc import Callable
 from .._exceptions import ConfigurationError
 from ..execution import EffectLedger
 from ..feedback import StateStore
+from ._fold import fold_recovery
 from ._resume import spec_from_state
 from ._run import LoopSettings, Run
 from ._state import StateHandle, Task, TaskState
+from ._view import Carry
 
 __all__ = ["recover_run"]
 
@@ -33,8 +35,9 @@ async def recover_run(
     *,
     task: Task | None,
     new_run: NewRun,
-) -> Run:
-    """The ``Run`` of an interrupted task, ready to drive from its last saved step.
+) -> tuple[Run, Carry]:
+    """The ``Run`` of an interrupted task, ready to drive from its last saved step, and
+    what its first step starts from (the note that the task resumed here).
 
     ``new_run`` builds the run from the task, its state and its handle, as the agent
     builds every run.
@@ -57,14 +60,14 @@ async def recover_run(
     resolved = await ledger.reconcile_pending(
         state.task_id, [tool.action for tool in settings.tools.values()]
     )
-    state.recoveries += 1
+    fold_recovery(state)
     await handle.save(state)  # fences out a writer that was only slow, not dead
     spec = task if task is not None else spec_from_state(state)
     run = new_run(spec, state, handle)
     settled = ", ".join(f"{r.action} {r.status.value}" for r in resolved) or "none pending"
-    run.resume_note = (
+    note = (
         f"resumed after an interruption (recovery {state.recoveries}) from the state saved "
         f"at step {state.step}; ledger reconciled: {settled}"
     )
     run.refresh_fields()
-    return run
+    return run, Carry(note=note)

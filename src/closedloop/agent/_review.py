@@ -5,17 +5,20 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
 from .._validation import require_unit_interval
 from ..models import Model
 from ..perception import Observation, ObservationStatus
+from ._fold import Edit, Noted, Spent
 from ._io import new_usage
 from ._projection import summarise_observation
-from ._records import ActionCall
-from ._run import Run
+from ._records import ActionCall, RunUsageSummary
 from ._state import PlanStep
+
+if TYPE_CHECKING:
+    from ._run import Run
 
 __all__ = ["ModelReviewer", "ReviewRequest", "ReviewVerdict", "Reviewer", "code_reviewer", "review"]
 
@@ -91,28 +94,51 @@ class ModelReviewer:
         ]
 
 
-async def review(run: Run, request: ReviewRequest) -> ReviewVerdict:
+async def review(run: Run, request: ReviewRequest) -> tuple[ReviewVerdict, tuple[Edit, ...]]:
+    """The reviewer's verdict on ``request``, and the edits its model call makes (what it
+    spent, a grammar the model refused)."""
     reviewer = run.settings.reviewer
     if isinstance(reviewer, ModelReviewer):
-        answer = await run.model_io.complete(
-            reviewer.model or run.settings.model,
-            reviewer.messages(request),
-            new_usage(),
-            schema=ModelReviewer.SCHEMA,
-            tools=None,
-            seed=run.settings.seed,
-            temperature=0.0,
-            max_tokens=reviewer.max_tokens,
-        )
-        data = answer.completion.parsed if answer.completion is not None else None
-        if not isinstance(data, Mapping):
-            return ReviewVerdict(False, answer.failure or "the reviewer gave no usable verdict")
-        return ReviewVerdict(bool(data.get("complete")), str(data.get("reason", "")))
+        return await _model_review(run, reviewer, request)
     verdict: Any = reviewer(request)
     if inspect.isawaitable(verdict):
         verdict = await verdict
     if isinstance(verdict, bool):
-        return ReviewVerdict(verdict, "" if verdict else "the reviewer sent the step back")
+        return ReviewVerdict(verdict, "" if verdict else "the reviewer sent the step back"), ()
     if not isinstance(verdict, ReviewVerdict):
         raise ConfigurationError("reviewer", verdict, "must return a ReviewVerdict or a bool")
-    return verdict
+    return verdict, ()
+
+
+async def _model_review(
+    run: Run, reviewer: ModelReviewer, request: ReviewRequest
+) -> tuple[ReviewVerdict, tuple[Edit, ...]]:
+    port = run.model_io
+    grammar_before = port.grammar_ok
+    usage = new_usage()
+    answer = await port.complete(
+        reviewer.model or run.settings.model,
+        reviewer.messages(request),
+        usage,
+        schema=ModelReviewer.SCHEMA,
+        tools=None,
+        seed=run.settings.seed,
+        temperature=0.0,
+        max_tokens=reviewer.max_tokens,
+    )
+    edits: list[Edit] = []
+    if grammar_before and not port.grammar_ok and port.grammar_failure is not None:
+        edits.append(Noted(failures=(port.grammar_failure,)))
+    if usage["model_calls"]:
+        spent = RunUsageSummary(
+            model_calls=int(usage["model_calls"]),
+            prompt_tokens=int(usage["prompt_tokens"]),
+            completion_tokens=int(usage["completion_tokens"]),
+            cost=usage["cost"],
+        )
+        edits.append(Spent(spent, port.budget_left()))
+    data = answer.completion.parsed if answer.completion is not None else None
+    if not isinstance(data, Mapping):
+        why = answer.failure or "the reviewer gave no usable verdict"
+        return ReviewVerdict(False, why), tuple(edits)
+    return ReviewVerdict(bool(data.get("complete")), str(data.get("reason", ""))), tuple(edits)

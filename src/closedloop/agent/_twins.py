@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._exceptions import AgentError, ConfigurationError
-from ._iterate import AgentRun
+from ._iterate import AgentRun, Start
 from ._records import RunResult
-from ._run import Run
 
 __all__ = ["TypedRun", "finished", "no_running_loop", "run_sync", "sync_twin"]
 
@@ -27,9 +26,7 @@ P = ParamSpec("P")
 class TypedRun(AgentRun):
     """An :class:`AgentRun` whose ``result`` is the agent's typed result."""
 
-    def __init__(
-        self, start: Callable[[], Awaitable[Run]], typed: Callable[[RunResult], RunResult]
-    ) -> None:
+    def __init__(self, start: Start, typed: Callable[[RunResult], RunResult]) -> None:
         super().__init__(start)
         self._typed = typed
 

@@ -39,12 +39,24 @@ def fleet(
         int | None,
         typer.Option(min=10, max=500, help="Concurrent agents (default: each schedule's own)."),
     ] = None,
+    initial_limit: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            max=1000.0,
+            help="The limiters' initial limit, where a frozen one stays (default 20).",
+        ),
+    ] = 20.0,
     out: Annotated[
         Path, typer.Option(help="Folder for report.json and one PNG per schedule.")
     ] = Path("bench/results/fleet"),
 ) -> None:
-    """Strategies × capacity schedules on the simulated provider (virtual clock, seeded)."""
+    """Strategies × capacity schedules on the simulated provider (virtual clock, seeded).
+
+    Progress goes to stderr; a run stopped part-way resumes from the cells it finished
+    (kept in OUT/.fleet-progress.jsonl until the report is written)."""
     from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report
+    from ..fleet._resume import Checkpoint
 
     names = tuple(part.strip() for part in schedules.split(",") if part.strip())
     unknown = [n for n in names if n not in SCHEDULES]
@@ -52,17 +64,23 @@ def fleet(
         raise typer.BadParameter(
             f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
         )
-    config = FleetConfig(seeds=_seeds(seeds), schedules=names, clients=clients)
+    config = FleetConfig(
+        seeds=_seeds(seeds), schedules=names, clients=clients, initial_limit=initial_limit
+    )
+    command = f"closedloop bench fleet --seeds {','.join(map(str, config.seeds))}"
+    command += f" --schedules {','.join(names)}" + (f" --clients {clients}" if clients else "")
+    command += f" --initial-limit {initial_limit:g} --out {out}"
+    checkpoint = Checkpoint(out / ".fleet-progress.jsonl", {"command": command})
     started = time.monotonic()
     report, traces = run_fleet(
-        config, progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}")
+        config,
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}"),
+        checkpoint=checkpoint,
     )
-    command = "closedloop bench fleet" + (f" --seeds {seeds}" if seeds else "")
-    command += f" --schedules {','.join(names)}" + (f" --clients {clients}" if clients else "")
-    command += f" --out {out}"
     path = write_report(report, out, command)
     for png in plot_fleet(traces, names, out):
         _err.print(f"wrote {png}")
+    checkpoint.done()
     _err.print(f"wrote {path}")
 
 

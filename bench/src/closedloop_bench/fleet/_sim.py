@@ -34,6 +34,12 @@ from ._plant import Job, Provider, ProviderConfig, Schedule, capacity_rps
 
 __all__ = ["STRATEGIES", "FleetStrategy", "SimResult", "simulate"]
 
+# The feed-forward arms take the whole estimated deficit off the limit (a limit right for
+# the full capacity is (1 − d) too large when a share d of it is missing), less what the
+# feedback has absorbed: the estimate's excess over its own 10-s average (a washout).
+FEEDFORWARD = 1.0
+WASHOUT_S = 10.0
+
 Retry = Literal["none", "sdk", "tenacity", "router", "budget"]
 LimiterKind = Literal["aimd", "gradient", "pid"]
 
@@ -46,6 +52,7 @@ class FleetStrategy:
     retry: Retry
     limiter: LimiterKind | None = None
     frozen: bool = False
+    feedforward: float = 0.0
 
 
 STRATEGIES: dict[str, FleetStrategy] = {
@@ -56,10 +63,13 @@ STRATEGIES: dict[str, FleetStrategy] = {
         FleetStrategy("fixed, tenacity backoff", "tenacity"),
         FleetStrategy("fixed, cooldown router", "router"),
         FleetStrategy("AIMD", "budget", "aimd"),
+        FleetStrategy("AIMD + feed-forward", "budget", "aimd", feedforward=FEEDFORWARD),
         FleetStrategy("AIMD frozen", "budget", "aimd", frozen=True),
         FleetStrategy("gradient", "budget", "gradient"),
+        FleetStrategy("gradient + feed-forward", "budget", "gradient", feedforward=FEEDFORWARD),
         FleetStrategy("gradient frozen", "budget", "gradient", frozen=True),
         FleetStrategy("PID on delay", "budget", "pid"),
+        FleetStrategy("PID on delay + feed-forward", "budget", "pid", feedforward=FEEDFORWARD),
         FleetStrategy("PID on delay frozen", "budget", "pid", frozen=True),
     )
 }
@@ -68,6 +78,7 @@ TIMEOUT_S = 10.0
 CALLS = 4
 THINK_S = 1.0
 ROUTER_COOLDOWN_S = 5.0
+INITIAL_LIMIT = 20.0  # Netflix concurrency-limits' default initial limit
 
 
 @dataclass
@@ -82,6 +93,7 @@ class SimResult:
     flags: list[float] = field(default_factory=list)
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
     rejections: list[tuple[float, int]] = field(default_factory=list)
+    limited: bool = False  # a limiter (and so an onset flag) was at work
 
 
 @dataclass
@@ -95,12 +107,19 @@ class _Agent:
     sent: float = 0.0
 
 
-def _limiter(kind: LimiterKind, frozen: bool) -> Any:
-    if kind == "aimd":
-        return AIMDLimiter(AIMDConfig(frozen=frozen))
-    if kind == "gradient":
-        return GradientLimiter(GradientConfig(frozen=frozen))
-    return DelayPIDLimiter(DelayPIDConfig(frozen=frozen))
+def _limiter(strategy: FleetStrategy, initial: float) -> Any:
+    ff, frozen = strategy.feedforward, strategy.frozen
+    if strategy.limiter == "aimd":
+        return AIMDLimiter(
+            AIMDConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+        )
+    if strategy.limiter == "gradient":
+        return GradientLimiter(
+            GradientConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+        )
+    return DelayPIDLimiter(
+        DelayPIDConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+    )
 
 
 class _Sim:
@@ -111,6 +130,7 @@ class _Sim:
         clients: int,
         seed: int,
         config: ProviderConfig,
+        initial_limit: float = INITIAL_LIMIT,
     ) -> None:
         self.s, self.sched, self.seed = strategy, sched, seed
         self.provider = Provider(config, sched, seed)
@@ -124,9 +144,10 @@ class _Sim:
         self.cooldown = Cooldown()
         self.throttle = ClientThrottle()
         self.budget = RetryBudget()
-        self.limiter = _limiter(strategy.limiter, strategy.frozen) if strategy.limiter else None
-        self.out = SimResult()
+        self.limiter = _limiter(strategy, initial_limit) if strategy.limiter else None
+        self.out = SimResult(limited=self.limiter is not None)
         self._flagged = False
+        self._wake = -1.0  # the instant a dispatch is already booked for (a cooldown's end)
         self._owners: dict[int, _Agent] = {}  # attempts in the provider, by id
 
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -187,7 +208,13 @@ class _Sim:
 
     def dispatch(self, now: float) -> None:
         assert self.limiter is not None
-        while self.waiting and self.inflight < int(self.limiter.limit):
+        if self.waiting and self.cooldown.wait_s(now) > 0:
+            # As the gate does: a pending Retry-After holds the callers already waiting.
+            if self._wake != self.cooldown.until:
+                self._wake = self.cooldown.until
+                self.at(self.cooldown.until, self.dispatch)
+            return
+        while self.waiting and self.inflight < max(1, int(self.limiter.limit)):
             self.send(now, self.waiting.popleft())
 
     def send(self, now: float, agent: _Agent) -> None:
@@ -229,6 +256,8 @@ class _Sim:
         if self.limiter is not None:
             self.limiter.record(now, now - agent.sent, outcome, self.inflight + 1)
             self.throttle.record(now, accepted=status in (200, -1))
+            if status == 429:  # the gate holds every caller for a Retry-After, retry or not
+                self.cooldown.honour(now, ra)
             self.dispatch(now)
         if status == 200:
             self.out.calls_ok += 1
@@ -255,8 +284,6 @@ class _Sim:
                 self.cooldown.honour(now, ROUTER_COOLDOWN_S)
             delay = 0.0
         elif mode == "budget" and k < 2 and self.budget.try_retry(now):
-            if status == 429:
-                self.cooldown.honour(now, ra)
             delay = max(ra, 0.5 * 2**k * (0.5 + self.rng.random()))
         if delay is None:
             self.out.failures.append(now)
@@ -273,7 +300,10 @@ def simulate(
     clients: int | None = None,
     seed: int = 0,
     config: ProviderConfig | None = None,
+    initial_limit: float = INITIAL_LIMIT,
 ) -> SimResult:
-    """One seeded, replayable run of ``strategy`` under ``sched``."""
-    sim = _Sim(strategy, sched, clients or sched.clients, seed, config or ProviderConfig())
+    """One seeded, replayable run of ``strategy`` under ``sched`` (on ``config``, else the
+    schedule's own plant, else the default provider)."""
+    plant = config or sched.plant or ProviderConfig()
+    sim = _Sim(strategy, sched, clients or sched.clients, seed, plant, initial_limit)
     return sim.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +26,16 @@ def _seeds(text: str) -> tuple[int, ...]:
     if not seeds:
         raise typer.BadParameter("give at least one seed", param_hint="--seeds")
     return seeds
+
+
+def _schedules(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [n for n in names if n not in SCHEDULES]
+    if unknown or not names:
+        raise typer.BadParameter(
+            f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
+        )
+    return names
 
 
 @app.command("fleet")
@@ -58,12 +69,7 @@ def fleet(
     from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report
     from ..fleet._resume import Checkpoint
 
-    names = tuple(part.strip() for part in schedules.split(",") if part.strip())
-    unknown = [n for n in names if n not in SCHEDULES]
-    if unknown or not names:
-        raise typer.BadParameter(
-            f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
-        )
+    names = _schedules(schedules)
     config = FleetConfig(
         seeds=_seeds(seeds), schedules=names, clients=clients, initial_limit=initial_limit
     )
@@ -107,12 +113,12 @@ def fleet_sensor(
 
 @app.command("fleet-shared")
 def fleet_shared(
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "10,11,12",
-    clients: Annotated[int, typer.Option(min=2, max=500, help="Callers in all.")] = 40,
-    duration: Annotated[float, typer.Option(min=12.0, help="Plant seconds per run.")] = 60.0,
-    time_scale: Annotated[
-        float, typer.Option(min=0.5, max=50.0, help="Plant seconds per wall second.")
-    ] = 4.0,
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = (
+        "10,11,12,13,14,15,16,17,18,19"
+    ),
+    schedules: Annotated[
+        str, typer.Option(help=f"Comma-separated schedules: {', '.join(SCHEDULES)}.")
+    ] = "step,burst",
     redis: Annotated[
         str | None, typer.Option(help="A Redis URL (default: a throwaway redis-server).")
     ] = None,
@@ -120,20 +126,30 @@ def fleet_shared(
         "bench/results/fleet"
     ),
 ) -> None:
-    """Two workers sharing the limiter through Redis against one, on the loopback plant."""
-    from ..fleet._shared import run_shared, write_shared
+    """Two worker processes sharing the limiter through Redis against one worker, on the
+    simulator's clock (lock step: a seeded run replays). Progress on stderr; a stopped run
+    resumes from OUT/.shared-progress.jsonl."""
+    from ..fleet._resume import Checkpoint
+    from ..fleet._shared import redis_server
+    from ..fleet._workers import run_shared_workers, write_shared
 
-    started = time.monotonic()
-    report = run_shared(
-        _seeds(seeds),
-        clients=clients,
-        duration_s=duration,
-        time_scale=time_scale,
-        redis_url=redis,
-        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:200]}"),
-    )
+    names = _schedules(schedules)
+    seed_list = _seeds(seeds)
     command = (
-        f"closedloop bench fleet-shared --seeds {seeds} --clients {clients} "
-        f"--duration {duration:g} --time-scale {time_scale:g} --out {out}"
+        f"closedloop bench fleet-shared --seeds {','.join(map(str, seed_list))} "
+        f"--schedules {','.join(names)} --out {out}"
     )
-    _err.print(f"wrote {write_shared(report, out, command)}")
+    checkpoint = Checkpoint(out / ".shared-progress.jsonl", {"command": command})
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        url = redis or stack.enter_context(redis_server())
+        report = run_shared_workers(
+            seed_list,
+            names,
+            redis_url=url,
+            progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}"),
+            checkpoint=checkpoint,
+        )
+    path = write_shared(report, out, command)
+    checkpoint.done()
+    _err.print(f"wrote {path}")

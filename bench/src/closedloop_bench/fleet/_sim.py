@@ -94,6 +94,7 @@ class SimResult:
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
     rejections: list[tuple[float, int]] = field(default_factory=list)
     limited: bool = False  # a limiter (and so an onset flag) was at work
+    peak_inflight: int = 0  # the most attempts in the provider's hands at once
 
 
 @dataclass
@@ -186,17 +187,27 @@ class _Sim:
 
     def begin_call(self, now: float, agent: _Agent) -> None:
         agent.attempt = 0
-        if self.limiter is not None:
-            self.budget.on_first_attempt(now)
+        if self.s.limiter is not None:
+            self.deposit(now, agent)
         self.request(now, agent)
 
     def request(self, now: float, agent: _Agent) -> None:
         if self.s.retry == "router" and self.cooldown.wait_s(now) > 0:
             self.at(self.cooldown.until, self.request, agent)
             return
-        if self.limiter is None:
+        if self.s.limiter is None:
             self.send(now, agent)
             return
+        self.admit(now, agent)
+
+    # --- the gate: limit, Retry-After, throttle, budget (overridden by the workers' sim) ---
+    def deposit(self, now: float, agent: _Agent) -> None:
+        self.budget.on_first_attempt(now)
+
+    def take_retry(self, now: float, agent: _Agent) -> bool:
+        return self.budget.try_retry(now)
+
+    def admit(self, now: float, agent: _Agent) -> None:
         if self.cooldown.wait_s(now) > 0:
             self.at(self.cooldown.until, self.request, agent)
             return
@@ -221,6 +232,7 @@ class _Sim:
         ident = next(self.ids)
         agent.live, agent.sent = ident, now
         self.inflight += 1
+        self.out.peak_inflight = max(self.out.peak_inflight, self.inflight)
         self.out.attempts += 1
         # Tokens per (seed, agent, run, call): every strategy is given the same work.
         draw = random.Random(hash((self.seed, agent.ident, agent.run_no, agent.call)))
@@ -252,13 +264,8 @@ class _Sim:
             return  # already answered or timed out: the provider's work is wasted
         agent.live = -1
         self.inflight -= 1
-        outcome = {200: "ok", -1: "timeout"}.get(status, "rejected")
-        if self.limiter is not None:
-            self.limiter.record(now, now - agent.sent, outcome, self.inflight + 1)
-            self.throttle.record(now, accepted=status in (200, -1))
-            if status == 429:  # the gate holds every caller for a Retry-After, retry or not
-                self.cooldown.honour(now, ra)
-            self.dispatch(now)
+        if self.s.limiter is not None:
+            self.observe(now, agent, status, ra)
         if status == 200:
             self.out.calls_ok += 1
             self.out.calls_done.append(now)
@@ -270,6 +277,16 @@ class _Sim:
                 self.at(now + self.rng.expovariate(1 / THINK_S), self.begin_call, agent)
             return
         self.retry(now, agent, status, ra)
+
+    def observe(self, now: float, agent: _Agent, status: int, ra: float) -> None:
+        """An attempt's answer (200, 429, 503, or -1 for the client's timeout) to the gate."""
+        assert self.limiter is not None
+        outcome = {200: "ok", -1: "timeout"}.get(status, "rejected")
+        self.limiter.record(now, now - agent.sent, outcome, self.inflight + 1)
+        self.throttle.record(now, accepted=status in (200, -1))
+        if status == 429:  # the gate holds every caller for a Retry-After, retry or not
+            self.cooldown.honour(now, ra)
+        self.dispatch(now)
 
     def retry(self, now: float, agent: _Agent, status: int, ra: float) -> None:
         k, mode = agent.attempt, self.s.retry
@@ -283,7 +300,7 @@ class _Sim:
             if status in (429, 503):
                 self.cooldown.honour(now, ROUTER_COOLDOWN_S)
             delay = 0.0
-        elif mode == "budget" and k < 2 and self.budget.try_retry(now):
+        elif mode == "budget" and k < 2 and self.take_retry(now, agent):
             delay = max(ra, 0.5 * 2**k * (0.5 + self.rng.random()))
         if delay is None:
             self.out.failures.append(now)

@@ -30,11 +30,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "not a retry: waits for a permit of a limit shared through the store (a Retry-After "
         "cooldown, then a free slot); nothing failed and nothing is repeated"
     ),
-    ("models/_gated.py", "complete"): (
-        "each retry must first be granted by the provider's shared retry budget (an awaited "
-        "call on the gate, which may live in Redis), which the policy algebra's synchronous "
-        "predicates cannot ask; its waits honour the provider's Retry-After"
-    ),
     ("harness/_generator.py", "tidy_code"): (
         "not a retry: cuts the code a line at a time until it parses"
     ),

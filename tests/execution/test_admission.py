@@ -72,3 +72,26 @@ def test_throttle_refuses_locally_after_many_refusals() -> None:
 
     with pytest.raises(Throttled):
         asyncio.run(main())
+
+
+async def test_try_enter_answers_at_once_and_leave_records_the_outcome() -> None:
+    from closedloop import ConfigurationError
+    from closedloop.execution import Permit
+    from closedloop.feedback import MemoryProviderState
+
+    clock = _Clock()
+    limiter = AIMDLimiter(AIMDConfig(initial=1, min_limit=1))
+    gate = AdmissionGate(limiter, state=MemoryProviderState(), clock=clock, sleep=clock.sleep)
+    first = await gate.try_enter()
+    assert isinstance(first, Permit) and gate.inflight == 1
+    refused = await gate.try_enter()  # the limit of one is held: no waiting, a verdict
+    assert not isinstance(refused, Permit) and refused.verdict == "full"
+    clock.now = 0.4
+    first.outcome("rejected", retry_after_s=2.0)
+    await gate.leave(first)
+    assert gate.inflight == 0 and gate.rejected == 1 and clock.slept == []
+    held = await gate.try_enter()  # the Retry-After now holds every caller
+    assert not isinstance(held, Permit) and held.verdict == "cooldown"
+    assert held.value == pytest.approx(2.0)
+    with pytest.raises(ConfigurationError, match="state"):
+        await AdmissionGate(limiter, clock=clock).try_enter()

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from closedloop import ModelRateLimitError, ModelResponseError, ModelTimeoutError
+from closedloop import (
+    ModelRateLimitError,
+    ModelResponseError,
+    ModelTimeoutError,
+    TransientModelError,
+)
 from closedloop.control import AIMDLimiter, ClientThrottle, Cooldown, RetryBudget, RetryBudgetConfig
 from closedloop.execution import AdmissionGate
 from closedloop.feedback import MemoryProviderState
@@ -86,3 +91,24 @@ def test_bad_arguments_are_named() -> None:
     gate = AdmissionGate(AIMDLimiter(), clock=_Clock())
     with pytest.raises(Exception, match="max_attempts"):
         GatedModel(_scripted(), gate, max_attempts=0)
+
+
+async def test_a_busy_answer_without_retry_after_pauses_doubling_each_time() -> None:
+    clock = _Clock()
+    gate = AdmissionGate(AIMDLimiter(), budget=RetryBudget(), clock=clock, sleep=clock.sleep)
+    busy = (TransientModelError("503"), TransientModelError("503"))
+    model = GatedModel(_scripted(*busy), gate, sleep=clock.sleep, retry_wait_s=0.5)
+    assert (await model.complete("hello")).text == "fine"
+    assert clock.slept == [0.5, 1.0] and model.retries == 2
+
+
+async def test_the_budget_is_not_asked_for_a_retry_the_attempts_do_not_allow() -> None:
+    clock = _Clock()
+    state = MemoryProviderState(budget_cap=5.0, budget_ratio=0.0, budget_per_s=0.0)
+    gate = AdmissionGate(AIMDLimiter(), state=state, clock=clock, sleep=clock.sleep)
+    slow = (ModelTimeoutError("slow") for _ in range(3))
+    model = GatedModel(_scripted(*slow), gate, sleep=clock.sleep, max_attempts=2)
+    with pytest.raises(ModelTimeoutError, match="slow"):
+        await model.complete("hello")
+    assert model.retries == 1
+    assert (await state.snapshot(clock())).retry_tokens == 4.0  # one retry taken, no more

@@ -22,7 +22,15 @@ The onset flag (:attr:`congested`) is an EWMA of the delay ratio with hysteresis
 above ``flag_on`` before the provider's buckets or queue reject, when queueing delay grows
 ahead of the rejections, and falls below ``flag_off``. :attr:`deficit` is a
 :class:`~closedloop.control.DeficitObserver` fed every window (delay ratio and loss share):
-an estimate of the capacity deficit that is reported, not acted on.
+an estimate d of the capacity deficit that leads a rising shortfall. With ``feedforward``
+k > 0 it acts as a feed-forward on the limit: the rule above moves the feedback limit
+(:attr:`feedback_limit`), and the limit enforced is feedback limit × (1 − k·d'), so a
+deficit the observer sees coming lowers the limit before the rule's own error has grown.
+d' is d less its own average over ``washout_s`` (a washout, as feed-forward of a measured
+disturbance is usually filtered): the part of a deficit that has lasted is the feedback's
+to hold, and taking it off a second time would hold the limit below what the provider can
+serve. With ``washout_s`` = 0, d' = d. With k = 0 (the default) the estimate is only
+reported.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._exceptions import ConfigurationError
-from .._validation import require_positive, require_unit_interval
+from .._validation import require_non_negative, require_positive, require_unit_interval
 from ._deficit import DeficitObserver
 from ._pid import PID
 
@@ -55,7 +63,8 @@ _CATCH_UP = 100  # at most this many windows closed by one poll (a start far in 
 
 @dataclass(frozen=True)
 class LimiterConfig:
-    """What every limiter shares: bounds, window, base horizon and the onset flag."""
+    """What every limiter shares: bounds, window, base horizon, the onset flag and the
+    deficit feed-forward (gain ``feedforward`` in [0, 1], washout ``washout_s``)."""
 
     initial: float = 20.0
     min_limit: float = 1.0
@@ -65,6 +74,8 @@ class LimiterConfig:
     flag_on: float = 1.0
     flag_off: float = 0.5
     flag_alpha: float = 0.3
+    feedforward: float = 0.0
+    washout_s: float = 0.0
     frozen: bool = False
 
     def __post_init__(self) -> None:
@@ -79,6 +90,8 @@ class LimiterConfig:
         if self.flag_off > self.flag_on:
             raise ConfigurationError("flag_off", self.flag_off, "must be <= flag_on")
         require_unit_interval("flag_alpha", self.flag_alpha)
+        require_unit_interval("feedforward", self.feedforward)
+        require_non_negative("washout_s", self.washout_s)
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,8 @@ class _WindowedLimiter:
     def __init__(self, config: LimiterConfig, start: float = 0.0) -> None:
         self.config = config
         self.limit = float(config.initial)
+        self.feedback_limit = float(config.initial)
+        self._absorbed = 0.0
         self._start = start
         self._latencies: list[float] = []
         self._samples = 0
@@ -223,9 +238,22 @@ class _WindowedLimiter:
         self.last_window = window
         if window.samples:  # an empty window says nothing of the provider: hold
             self.deficit.update(self.delay_ratio, window.loss_share, dt)
-        if window.samples and not self.config.frozen:
-            new = self._adjust(window)
-            self.limit = min(self.config.max_limit, max(self.config.min_limit, new))
+        if self.config.frozen:
+            return
+        if window.samples:
+            self.feedback_limit = self._clamp(self._adjust(window))
+        cut = self.config.feedforward * self._unabsorbed(window.dt)
+        self.limit = self._clamp(self.feedback_limit * (1.0 - cut))
+
+    def _unabsorbed(self, dt: float) -> float:
+        estimate, washout = self.deficit.estimate, self.config.washout_s
+        if not washout:
+            return estimate
+        self._absorbed += min(1.0, dt / washout) * (estimate - self._absorbed)
+        return max(0.0, estimate - self._absorbed)
+
+    def _clamp(self, limit: float) -> float:
+        return min(self.config.max_limit, max(self.config.min_limit, limit))
 
     def _adjust(self, window: Window) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -240,12 +268,13 @@ class AIMDLimiter(_WindowedLimiter):
         super().__init__(config or AIMDConfig(), start)
 
     def _adjust(self, window: Window) -> float:
+        limit = self.feedback_limit
         if window.losses:
-            return self.limit * self.config.backoff
+            return limit * self.config.backoff
         # Only a limit that was reached says anything about the provider (app-limited else).
         if window.peak_inflight * 2 >= self.limit:
-            return self.limit + self.config.increase
-        return self.limit
+            return limit + self.config.increase
+        return limit
 
 
 class GradientLimiter(_WindowedLimiter):
@@ -257,17 +286,17 @@ class GradientLimiter(_WindowedLimiter):
         super().__init__(config or GradientConfig(), start)
 
     def _adjust(self, window: Window) -> float:
-        cfg = self.config
+        cfg, limit = self.config, self.feedback_limit
         if window.losses:
-            return self.limit * cfg.backoff
+            return limit * cfg.backoff
         base = self.base
         if window.p50 is None or base is None:
-            return self.limit
+            return limit
         gradient = min(2.0, max(0.5, base * (1 + cfg.buffer) / window.p50))
         if window.peak_inflight * 2 < self.limit:
             gradient = min(gradient, 1.0)  # app-limited: no evidence to grow on
-        target = gradient * self.limit + math.sqrt(self.limit)
-        return (1 - cfg.smoothing) * self.limit + cfg.smoothing * target
+        target = gradient * limit + math.sqrt(limit)
+        return (1 - cfg.smoothing) * limit + cfg.smoothing * target
 
 
 class DelayPIDLimiter(_WindowedLimiter):
@@ -293,5 +322,5 @@ class DelayPIDLimiter(_WindowedLimiter):
         ratio = self.delay_ratio if window.p50 is not None else 0.0
         self.measurement = ratio + self.config.drop_weight * window.loss_share
         if window.peak_inflight * 2 < self.limit and self.measurement < self.config.setpoint:
-            return self.limit  # app-limited: hold rather than wind the integral up
+            return self.feedback_limit  # app-limited: hold rather than wind the integral up
         return self._pid(self.measurement, dt=window.dt)

@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from .._exceptions import CircuitOpenError, ClosedLoopError
+from .._exceptions import CircuitOpenError, ClosedLoopError, ConfigurationError
 
 __all__ = ["AdmissionGate", "Permit", "Throttled"]
 
@@ -142,10 +142,13 @@ class AdmissionGate:
             return await self.state.budget(now, "take")
         return self.budget.try_retry(now) if self.budget is not None else True
 
+    async def _ask(self, state: _State, holder: str) -> _Admission:
+        now = self._clock()
+        return await state.acquire(holder, self.limiter.poll(now), now)
+
     async def _admit_shared(self, state: _State, holder: str) -> int:
         while True:
-            now = self._clock()
-            answer = await state.acquire(holder, self.limiter.poll(now), now)
+            answer = await self._ask(state, holder)
             if answer.verdict == "ok":
                 return int(answer.value)
             if answer.verdict == "open":
@@ -186,19 +189,45 @@ class AdmissionGate:
         """Wait for a permit, yield it, and record its outcome when the block ends."""
         if self.throttle and self.throttle.should_reject(self._clock(), self._draw()):
             raise Throttled("the provider refused most recent calls; refused locally")
-        holder = f"{self._me}:{next(self._serial)}"
+        holder = self._holder()
         if self.state is not None:
             held = await self._admit_shared(self.state, holder)
         else:
             await self._admit()
             held = self.inflight + 1
-        self.inflight += 1
-        permit = Permit(sent=self._clock(), inflight=held, holder=holder)
+        permit = self._enter(holder, held)
         try:
             yield permit
         finally:  # an exception leaves the outcome the caller set, "error" by default
-            self.inflight -= 1
-            await self._settle(permit)
+            await self.leave(permit)
+
+    async def try_enter(self) -> Permit | _Admission:
+        """One try for a permit of the shared state, without waiting: the :class:`Permit`,
+        or the state's refusal (``full``, ``cooldown`` or ``open``, with its value).
+
+        For a driver that does its own waiting on its own clock (a discrete-event
+        simulation of many callers); it must hand the permit back with :meth:`leave`.
+        Client-side throttling is the caller's to ask (:attr:`throttle`).
+        """
+        if self.state is None:
+            raise ConfigurationError("state", None, "try_enter needs a provider state")
+        holder = self._holder()
+        answer = await self._ask(self.state, holder)
+        if answer.verdict != "ok":
+            return answer
+        return self._enter(holder, int(answer.value))
+
+    async def leave(self, permit: Permit) -> None:
+        """Hand ``permit`` back with the outcome set on it (``permit()`` does this itself)."""
+        self.inflight -= 1
+        await self._settle(permit)
+
+    def _holder(self) -> str:
+        return f"{self._me}:{next(self._serial)}"
+
+    def _enter(self, holder: str, held: int) -> Permit:
+        self.inflight += 1
+        return Permit(sent=self._clock(), inflight=held, holder=holder)
 
     async def _settle(self, permit: Permit) -> None:
         now = self._clock()

@@ -9,6 +9,8 @@ server could not be reached). A refused or timed-out attempt is tried again, at 
 ``RetryBudget``; Google SRE book, ch. 22): retries stay a bounded share of first
 attempts, so a dip in capacity cannot become a retry storm. The wait before a retry is
 the provider's Retry-After, which the gate applies to every caller, not a fixed backoff.
+The attempts run on the library's one retry driver (``closedloop.policy.retry_async``);
+the budget's grant, an awaited question to the gate, is asked by the attempt itself.
 
 Failures that say nothing about the provider's capacity (a refused key, a bad request,
 an answer that does not parse) are passed through at once, and count for the limiter
@@ -20,7 +22,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from .._exceptions import (
     CircuitOpenError,
@@ -32,6 +35,15 @@ from .._exceptions import (
     ModelUnreachableError,
     TransientModelError,
 )
+from .._policy import (
+    PolicyDecision,
+    PolicyState,
+    RetryPolicy,
+    retry_if_result,
+    stop_never,
+    wait_fact,
+)
+from .._retrying import retry_async
 from ._completion import Completion, MessagesInput
 from ._protocol import Model
 from ._request import DEFAULT_REQUEST, ModelRequest
@@ -68,6 +80,14 @@ def _classify(exc: ModelError) -> tuple[_Outcome, float | None] | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """An attempt refused for capacity, and whether the retry budget granted another."""
+
+    error: ModelError
+    granted: bool
+
+
 class GatedModel(WrapperModel):
     """Wraps ``inner``; ``gate`` is shared by every session that calls the same provider."""
 
@@ -90,24 +110,51 @@ class GatedModel(WrapperModel):
         self.retry_wait_s = retry_wait_s
         self._sleep = sleep
         self.retries = 0
+        # Retry a capacity failure the budget granted; the attempts cap is in the grant.
+        self._policy = RetryPolicy(
+            stop=stop_never(),
+            wait=wait_fact("pause_s"),
+            retry=retry_if_result(lambda answer: isinstance(answer, _Failed) and answer.granted),
+        )
 
     async def complete(
         self, messages: MessagesInput, request: ModelRequest = DEFAULT_REQUEST
     ) -> Completion:
         """The wrapped model's answer, each attempt through the gate."""
         await self.gate.first_attempt()
-        attempt = 0
-        while True:
-            attempt += 1
-            failure = await self._attempt(messages, request)
-            if isinstance(failure, Completion):
-                return failure
-            if attempt >= self.max_attempts or not await self.gate.may_retry():
-                raise failure
+
+        async def attempt(n: int) -> Completion | _Failed:
+            answer = await self._attempt(messages, request)
+            if isinstance(answer, Completion):
+                return answer
+            # The shared budget is asked only for a retry the attempts still allow.
+            return _Failed(answer, n < self.max_attempts and await self.gate.may_retry())
+
+        def count(state: PolicyState, decision: PolicyDecision) -> None:
             self.retries += 1
-            # A 5xx names no Retry-After: a short pause, doubled per attempt.
-            if not isinstance(failure, ModelRateLimitError) or failure.retry_after is None:
-                await self._sleep(self.retry_wait_s * 2 ** (attempt - 1))
+
+        done = await retry_async(
+            attempt,
+            self._policy,
+            sleep=self._pause,
+            observe=self._observe,
+            before_sleep=count,
+        )
+        answer = done.unwrap()  # a failure not about capacity was raised: raised again
+        if isinstance(answer, _Failed):
+            raise answer.error
+        return answer
+
+    def _observe(self, attempt: int, answer: Any, error: BaseException | None) -> dict[str, float]:
+        # A 429 names its Retry-After, which the gate applies to every caller: no pause of
+        # our own then. Otherwise a short pause, doubled per attempt.
+        failure = answer.error if isinstance(answer, _Failed) else None
+        named = isinstance(failure, ModelRateLimitError) and failure.retry_after is not None
+        return {"pause_s": 0.0 if named else self.retry_wait_s * 2 ** (attempt - 1)}
+
+    async def _pause(self, seconds: float) -> None:
+        if seconds > 0:  # no pause at all where the gate does the waiting
+            await self._sleep(seconds)
 
     async def _attempt(
         self, messages: MessagesInput, request: ModelRequest

@@ -19,7 +19,8 @@ def test_help_names_every_option() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "named"), [(["--tasks", "0"], "--tasks"), (["--cases", "3"], "--cases")]
+    ("args", "named"),
+    [(["--tasks", "0"], "--tasks"), (["--tasks", "2"], "--tasks"), (["--cases", "3"], "--cases")],
 )
 def test_a_size_it_cannot_run_is_refused_by_name(
     tmp_path: Path, args: list[str], named: str
@@ -32,16 +33,20 @@ def test_a_size_it_cannot_run_is_refused_by_name(
 
 
 @pytest.mark.real_model  # the model-server fault calls a loopback server of its own
-def test_two_store_tasks_run_and_the_report_records_its_command(tmp_path: Path) -> None:
-    # Two tasks end before the Redis fault's scheduled restart: the row must still be
-    # audited (the server is restarted for it) and the report written.
+def test_the_fewest_store_tasks_meet_both_faults_and_the_report_records_its_command(
+    tmp_path: Path,
+) -> None:
+    # Three tasks end before the Redis fault's scheduled restart: the row must still be
+    # audited (the server is restarted for it), each fault must strike, and the report
+    # be written.
     out = tmp_path / "adversarial.json"
-    args = ["--cases", "4", "--episodes", "1", "--tasks", "2", "--seed", "3", "--no-crash-tests"]
+    args = ["--cases", "4", "--episodes", "1", "--tasks", "3", "--seed", "3", "--no-crash-tests"]
     result = CliRunner().invoke(bench_app, ["adversarial", *args, "--out", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     rows = {row["fault"]: row for row in report["faults"]}
-    assert rows["redis_down"]["tasks"] == 2 and rows["disk_full_sqlite"]["tasks"] == 2
+    assert rows["redis_down"]["tasks"] == 3 and rows["disk_full_sqlite"]["tasks"] == 3
+    assert rows["redis_down"]["typed_errors"] >= 1 and rows["disk_full_sqlite"]["typed_errors"] >= 1
     assert report["command"] == (
         f"closedloop bench adversarial {' '.join(args[:8])} --no-crash-tests --out {out}"
     )

@@ -184,3 +184,13 @@ def test_one_command_writes_the_claims_the_frontier_and_the_early_warning(tmp_pa
     warned = json.loads((out / "early_warning.json").read_text())
     assert warned["config"]["steps"] == [1] and warned["config"]["episodes"] == 1
     assert warned["config"]["profiles"] == ["regimes@0.1", "regimes@0.2"]
+
+
+def test_budget_records_the_line_that_rewrites_its_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "budget"
+    args = ["--profiles", "none", "--steps", "1", "--episodes", "1", "--attempts", "1,2"]
+    args += ["--backoffs", "0.1", "--adaptive", "closedloop_pid"]
+    result = CliRunner().invoke(app, ["budget", *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["command"] == f"closedloop bench budget {' '.join(args)} --out {out}"

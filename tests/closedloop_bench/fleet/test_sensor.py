@@ -25,3 +25,11 @@ def test_the_open_loop_delay_signal_predicts_the_step_s_refusals() -> None:
     # The frozen limit keeps the queue short: no refusal to predict, and the report says so.
     frozen = report["schedules"]["step"]["PID on delay frozen"]["429_next_1s"]
     assert frozen["positives"] == 0 and frozen["auroc"]["delay_ratio"] is None
+
+
+def test_on_the_shedding_provider_the_open_loop_429s_come_well_after_the_onset() -> None:
+    report = run_sensor(seeds=(10,), schedules=("shed",))
+    arms = report["schedules"]["shed"]
+    [lead] = arms["fixed, no retries"]["first_429_after_onset_s"]
+    assert lead is not None and lead > 5.0  # the queue grows first
+    assert arms["PID on delay frozen"]["first_429_after_onset_s"] == [None]  # no 429 at all

@@ -42,6 +42,13 @@ from ._adversarial_limits import KNOWN_LIMITS, known_ids, known_limit
 
 __all__ = ["KNOWN_LIMITS", "known_limit", "reliability_table", "run_adversarial"]
 
+MIN_TASKS = 3
+MIN_TASKS_WHY = (
+    f"the store faults need at least {MIN_TASKS} tasks: they strike half-way, and a full "
+    "SQLite disk first fails the second write-heavy task after it (free space inside its "
+    "pages takes one more), so fewer tasks never meet the fault"
+)
+
 
 def _settings(n: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return settings(
@@ -188,8 +195,8 @@ def run_adversarial(
     """Run the whole suite; write the JSON to ``out`` when given."""
     if isinstance(cases, bool) or not isinstance(cases, int) or cases < MIN_CASES:
         raise ConfigurationError("cases", cases, f"needs at least {MIN_CASES} (one per rig)")
-    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
-        raise ConfigurationError("tasks", tasks, "the store faults need at least one task")
+    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < MIN_TASKS:
+        raise ConfigurationError("tasks", tasks, MIN_TASKS_WHY)
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigurationError("episodes", episodes, "needs at least one episode per cell")
     started = time.perf_counter()

@@ -149,6 +149,7 @@ async def run_budget_sweep(
     ]
     front = budget_frontier(points)
     return {
+        "command": base.command,  # the line that rewrites this sweep
         "config": {
             **{k: v for k, v in base.as_dict().items() if k not in ("strategies", "out")},
             "attempts_swept": list(attempts),

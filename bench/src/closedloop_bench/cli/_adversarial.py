@@ -23,7 +23,12 @@ def adversarial(
     ] = 400,
     episodes: Annotated[int, typer.Option(min=1, help="Episodes per world fault cell.")] = 2,
     tasks: Annotated[
-        int, typer.Option(min=1, help="Tasks per store fault (disk full, Redis down).")
+        int,
+        typer.Option(
+            min=3,
+            help="Tasks per store fault (disk full, Redis down); at least 3, or a full "
+            "disk half-way is never met.",
+        ),
     ] = 8,
     seed: Annotated[int, typer.Option(help="Hypothesis seed.")] = 0,
     crash_tests: Annotated[

@@ -554,6 +554,7 @@ def _explain_world_tasks(tasks: Path | None, split: str) -> None:
 
 @app.command("budget")
 def budget(
+    ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Model spec, or test:oracle.")] = "test:oracle",
     profiles: Annotated[str, typer.Option(help="Comma-separated fault profiles.")] = "harsh",
     steps: Annotated[str, typer.Option(help="Comma-separated step counts (1-10).")] = "1,3,5,7",
@@ -586,7 +587,7 @@ def budget(
         episodes=episodes,
         seed=seed,
         concurrency=concurrency,
-        command="closedloop bench budget",
+        command=recorded_command(ctx, "closedloop bench budget"),
     )
     sweep = asyncio.run(
         run_budget_sweep(

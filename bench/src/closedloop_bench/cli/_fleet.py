@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +28,16 @@ def _seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def _schedules(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [n for n in names if n not in SCHEDULES]
+    if unknown or not names:
+        raise typer.BadParameter(
+            f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
+        )
+    return names
+
+
 @app.command("fleet")
 def fleet(
     seeds: Annotated[
@@ -39,30 +50,43 @@ def fleet(
         int | None,
         typer.Option(min=10, max=500, help="Concurrent agents (default: each schedule's own)."),
     ] = None,
+    initial_limit: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            max=1000.0,
+            help="The limiters' initial limit, where a frozen one stays (default 20).",
+        ),
+    ] = 20.0,
     out: Annotated[
         Path, typer.Option(help="Folder for report.json and one PNG per schedule.")
     ] = Path("bench/results/fleet"),
 ) -> None:
-    """Strategies × capacity schedules on the simulated provider (virtual clock, seeded)."""
-    from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report
+    """Strategies × capacity schedules on the simulated provider (virtual clock, seeded).
 
-    names = tuple(part.strip() for part in schedules.split(",") if part.strip())
-    unknown = [n for n in names if n not in SCHEDULES]
-    if unknown or not names:
-        raise typer.BadParameter(
-            f"unknown {unknown}; known: {', '.join(SCHEDULES)}", param_hint="--schedules"
-        )
-    config = FleetConfig(seeds=_seeds(seeds), schedules=names, clients=clients)
+    Progress goes to stderr; a run stopped part-way resumes from the cells it finished
+    (kept in OUT/.fleet-progress.jsonl until the report is written)."""
+    from ..fleet._bench import FleetConfig, plot_fleet, run_fleet, write_report
+    from ..fleet._resume import Checkpoint
+
+    names = _schedules(schedules)
+    config = FleetConfig(
+        seeds=_seeds(seeds), schedules=names, clients=clients, initial_limit=initial_limit
+    )
+    command = f"closedloop bench fleet --seeds {','.join(map(str, config.seeds))}"
+    command += f" --schedules {','.join(names)}" + (f" --clients {clients}" if clients else "")
+    command += f" --initial-limit {initial_limit:g} --out {out}"
+    checkpoint = Checkpoint(out / ".fleet-progress.jsonl", {"command": command})
     started = time.monotonic()
     report, traces = run_fleet(
-        config, progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}")
+        config,
+        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}"),
+        checkpoint=checkpoint,
     )
-    command = "closedloop bench fleet" + (f" --seeds {seeds}" if seeds else "")
-    command += f" --schedules {','.join(names)}" + (f" --clients {clients}" if clients else "")
-    command += f" --out {out}"
     path = write_report(report, out, command)
     for png in plot_fleet(traces, names, out):
         _err.print(f"wrote {png}")
+    checkpoint.done()
     _err.print(f"wrote {path}")
 
 
@@ -89,12 +113,12 @@ def fleet_sensor(
 
 @app.command("fleet-shared")
 def fleet_shared(
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "10,11,12",
-    clients: Annotated[int, typer.Option(min=2, max=500, help="Callers in all.")] = 40,
-    duration: Annotated[float, typer.Option(min=12.0, help="Plant seconds per run.")] = 60.0,
-    time_scale: Annotated[
-        float, typer.Option(min=0.5, max=50.0, help="Plant seconds per wall second.")
-    ] = 4.0,
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = (
+        "10,11,12,13,14,15,16,17,18,19"
+    ),
+    schedules: Annotated[
+        str, typer.Option(help=f"Comma-separated schedules: {', '.join(SCHEDULES)}.")
+    ] = "step,burst",
     redis: Annotated[
         str | None, typer.Option(help="A Redis URL (default: a throwaway redis-server).")
     ] = None,
@@ -102,20 +126,30 @@ def fleet_shared(
         "bench/results/fleet"
     ),
 ) -> None:
-    """Two workers sharing the limiter through Redis against one, on the loopback plant."""
-    from ..fleet._shared import run_shared, write_shared
+    """Two worker processes sharing the limiter through Redis against one worker, on the
+    simulator's clock (lock step: a seeded run replays). Progress on stderr; a stopped run
+    resumes from OUT/.shared-progress.jsonl."""
+    from ..fleet._resume import Checkpoint
+    from ..fleet._shared import redis_server
+    from ..fleet._workers import run_shared_workers, write_shared
 
-    started = time.monotonic()
-    report = run_shared(
-        _seeds(seeds),
-        clients=clients,
-        duration_s=duration,
-        time_scale=time_scale,
-        redis_url=redis,
-        progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line[:200]}"),
-    )
+    names = _schedules(schedules)
+    seed_list = _seeds(seeds)
     command = (
-        f"closedloop bench fleet-shared --seeds {seeds} --clients {clients} "
-        f"--duration {duration:g} --time-scale {time_scale:g} --out {out}"
+        f"closedloop bench fleet-shared --seeds {','.join(map(str, seed_list))} "
+        f"--schedules {','.join(names)} --out {out}"
     )
-    _err.print(f"wrote {write_shared(report, out, command)}")
+    checkpoint = Checkpoint(out / ".shared-progress.jsonl", {"command": command})
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        url = redis or stack.enter_context(redis_server())
+        report = run_shared_workers(
+            seed_list,
+            names,
+            redis_url=url,
+            progress=lambda line: _err.print(f"[{time.monotonic() - started:5.0f} s] {line}"),
+            checkpoint=checkpoint,
+        )
+    path = write_shared(report, out, command)
+    checkpoint.done()
+    _err.print(f"wrote {path}")

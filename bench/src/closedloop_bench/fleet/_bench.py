@@ -11,26 +11,32 @@ from typing import Any
 
 from ._metrics import Episode, interval, measure
 from ._plant import SCHEDULES, ProviderConfig, Schedule, capacity_rps
-from ._sim import CALLS, STRATEGIES, SimResult, simulate
+from ._resume import Checkpoint
+from ._sim import CALLS, INITIAL_LIMIT, STRATEGIES, FleetStrategy, SimResult, simulate
 
 __all__ = ["FleetConfig", "plot_fleet", "run_fleet"]
 
 LIMITERS = ("AIMD", "gradient", "PID on delay")
+FF = " + feed-forward"
+CONTROLLED = tuple(name for k in LIMITERS for name in (k, k + FF))
 PLOTTED = (
     "fixed, two retries (SDK)",
     "fixed, tenacity backoff",
     "PID on delay",
+    "PID on delay + feed-forward",
     "PID on delay frozen",
 )
 
 
 @dataclass(frozen=True)
 class FleetConfig:
-    """Seeds (paired: every strategy sees the same ones), schedules and client count."""
+    """Seeds (paired: every strategy sees the same ones), schedules, client count and the
+    limiters' initial limit (where a frozen limiter stays)."""
 
     seeds: tuple[int, ...] = tuple(range(10, 20))
     schedules: tuple[str, ...] = tuple(SCHEDULES)
     clients: int | None = None
+    initial_limit: float = INITIAL_LIMIT
 
 
 def _stat(values: list[float]) -> dict[str, float | None]:
@@ -79,9 +85,12 @@ def _paired(on: list[Episode], off: list[Episode]) -> dict[str, Any]:
 
 
 def run_fleet(
-    config: FleetConfig, progress: Callable[[str], None] | None = None
+    config: FleetConfig,
+    progress: Callable[[str], None] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> tuple[dict[str, Any], dict[str, SimResult]]:
-    """All schedules × strategies × seeds; the report and, per schedule, the first seed's traces."""
+    """All schedules × strategies × seeds; the report and, per schedule, the first seed's
+    traces of the plotted strategies. Cells in ``checkpoint`` are not run again."""
     plant = ProviderConfig()
     calm = SCHEDULES["steady"]
     base = [
@@ -90,24 +99,55 @@ def run_fleet(
     base_p99 = sum(measure(r, calm, plant).p99_s for r in base) / len(base)
     report: dict[str, Any] = {"uncongested_p99_s": round(base_p99, 3), "schedules": {}}
     traces: dict[str, SimResult] = {}
+    cells = len(config.schedules) * len(STRATEGIES)
     for name in config.schedules:
         sched = SCHEDULES[name]
+        here = sched.plant or plant
         eps: dict[str, list[Episode]] = {}
         for strategy in STRATEGIES.values():
-            runs = [simulate(strategy, sched, clients=config.clients, seed=s) for s in config.seeds]
-            traces[f"{name}/{strategy.name}"] = runs[0]
-            eps[strategy.name] = [measure(r, sched, plant) for r in runs]
+            cell = f"{name}/{strategy.name}"
+
+            def run(
+                seed: int, strategy: FleetStrategy = strategy, sched: Schedule = sched
+            ) -> SimResult:
+                return simulate(
+                    strategy,
+                    sched,
+                    clients=config.clients,
+                    seed=seed,
+                    initial_limit=config.initial_limit,
+                )
+
+            kept = checkpoint.cells.get(cell) if checkpoint else None
+            if kept is None:
+                runs = [run(s) for s in config.seeds]
+                eps[strategy.name] = [measure(r, sched, here) for r in runs]
+                if checkpoint:
+                    checkpoint.add(cell, eps[strategy.name])
+                if strategy.name in PLOTTED:
+                    traces[cell] = runs[0]
+            else:
+                eps[strategy.name] = kept
+                if strategy.name in PLOTTED:
+                    traces[cell] = run(config.seeds[0])
             if progress:
-                progress(f"{name}: {strategy.name}")
+                done = len(eps) + len(report["schedules"]) * len(STRATEGIES)
+                again = " (kept from the last run)" if kept is not None else ""
+                progress(f"{done}/{cells} {cell}{again}")
         report["schedules"][name] = {
             "clients": config.clients or sched.clients,
-            "capacity_runs_per_min": round(capacity_rps(plant, sched.at(0.0)) * 60 / CALLS, 2),
+            "capacity_runs_per_min": round(capacity_rps(here, sched.at(0.0)) * 60 / CALLS, 2),
+            "plant": None if sched.plant is None else asdict(sched.plant),
             "rows": {k: _row(v, base_p99) for k, v in eps.items()},
-            "on_vs_frozen": {k: _paired(eps[k], eps[f"{k} frozen"]) for k in LIMITERS},
+            "on_vs_frozen": {
+                k: _paired(eps[k], eps[f"{k.removesuffix(FF)} frozen"]) for k in CONTROLLED
+            },
+            "feedforward_on_vs_off": {k: _paired(eps[f"{k}{FF}"], eps[k]) for k in LIMITERS},
         }
-    report["targets"] = targets(report)
     report["plant"] = asdict(plant)
     report["seeds"] = list(config.seeds)
+    report["initial_limit"] = config.initial_limit
+    report["targets"] = targets(report)  # after the seeds: "never recovered" counts them
     return report, traces
 
 
@@ -116,67 +156,76 @@ def _mean(row: dict[str, Any], key: str) -> float:
     return math.nan if value is None else float(value)
 
 
+OURS = ("PID on delay", "PID on delay" + FF)
+BROWNOUTS = ("brownout", "shed")  # capacity that fades rather than drops at once
+
+
 def targets(report: dict[str, Any]) -> dict[str, Any]:
-    """Each of the issue's targets, measured on the PID limiter (ours) and the best limiter."""
+    """Each of the issue's targets, measured on our limiter without and with the feed-forward."""
+    return {row: _targets(report, row) for row in OURS}
+
+
+def _targets(report: dict[str, Any], ours: str) -> dict[str, Any]:
     sch = report["schedules"]
     out: dict[str, Any] = {}
     if "steady" in sch and "step" in sch:
-        pid_s = _mean(sch["steady"]["rows"]["PID on delay"], "goodput_of_capacity")
-        pid_d = _mean(sch["step"]["rows"]["PID on delay"], "goodput_dip_of_capacity")
+        pid_s = _mean(sch["steady"]["rows"][ours], "goodput_of_capacity")
+        pid_d = _mean(sch["step"]["rows"][ours], "goodput_dip_of_capacity")
         sdk_s = _mean(sch["steady"]["rows"]["fixed, two retries (SDK)"], "goodput_of_capacity")
         sdk_d = _mean(sch["step"]["rows"]["fixed, two retries (SDK)"], "goodput_dip_of_capacity")
         out["goodput"] = {
-            "pid_steady": pid_s,
-            "pid_step_dip": pid_d,
+            "steady": pid_s,
+            "step_dip": pid_d,
             "sdk_steady": sdk_s,
             "sdk_step_dip": sdk_d,
             "met": pid_s >= 0.95 and pid_d >= 0.90 and sdk_s <= 0.70 and sdk_d <= 0.70,
         }
     ret = [n for n in sch if SCHEDULES[n].return_s is not None]
-    rec = {n: sch[n]["rows"]["PID on delay"]["recovery_s"] for n in ret}
+    rec = {n: sch[n]["rows"][ours]["recovery_s"] for n in ret}
     worst = max((r["hi"] if r and r["hi"] is not None else math.inf) for r in rec.values())
-    stuck = (
-        [
-            f"{n}: {k}"
-            for n in ret
-            for k, row in sch[n]["rows"].items()
-            if k.startswith("fixed") and row["never_recovered"] == len(report.get("seeds", [])) > 0
-        ]
-        if ret
-        else []
-    )
-    out["recovery"] = {
-        "pid_recovery_s": rec,
-        "collapsed_fixed": stuck,
-        "met": worst <= 10.0 and bool(stuck),
-    }
-    rows = [sch[n]["rows"]["PID on delay"] for n in sch]
-    aps = max(_mean(r, "attempts_per_success") for r in rows)
-    p99 = max(r["p99_over_uncongested"] or math.inf for r in rows)
-    out["cost_latency"] = {
-        "pid_attempts_per_success_max": aps,
-        "pid_p99_over_uncongested_max": p99,
-        "met": aps <= 1.1 and p99 <= 2.0,
-    }
-    flags = [
-        (sch[n]["rows"]["PID on delay"]["flagged_ahead"], sch[n]["rows"]["PID on delay"]["onsets"])
+    seeds = len(report.get("seeds", []))
+    stuck = [
+        f"{n}: {k}"
         for n in ret
+        for k, row in sch[n]["rows"].items()
+        if k.startswith("fixed") and seeds > 0 and row["never_recovered"] == seeds
     ]
-    got, total = sum(f or 0 for f, _ in flags), sum(t or 0 for _, t in flags)
+    out["recovery"] = {
+        "recovery_s": rec,
+        "collapsed_fixed": stuck,
+        "met": bool(ret) and worst <= 10.0 and bool(stuck),
+    }
+    rows = {n: sch[n]["rows"][ours] for n in sch}
+    aps = {n: _mean(r, "attempts_per_success") for n, r in rows.items()}
+    p99 = {n: r["p99_over_uncongested"] for n, r in rows.items()}
+    out["cost_latency"] = {
+        "attempts_per_success": aps,
+        "p99_over_uncongested": p99,
+        "met": max(aps.values()) <= 1.1 and max(v or math.inf for v in p99.values()) <= 2.0,
+    }
+    out["early_warning"] = _warning(sch, ours, ret)
+    out["brownouts_flagged"] = _warning(sch, ours, [n for n in ret if n in BROWNOUTS])
+    sep = {n: sch[n]["on_vs_frozen"][ours]["separated"] for n in sch}
+    out["on_vs_frozen"] = {"separated": sep, "met": any(sep.values())}
+    out["redis_two_workers"] = {"met": None, "note": "closedloop bench fleet-shared: shared.json"}
+    return out
+
+
+def _warning(sch: dict[str, Any], ours: str, names: list[str]) -> dict[str, Any]:
+    flagged = [sch[n]["rows"][ours]["flagged_ahead"] or 0 for n in names]
+    onsets = [sch[n]["rows"][ours]["onsets"] or 0 for n in names]
     alarms = max(
-        (_mean(sch[n]["rows"]["PID on delay"], "false_alarms_per_100_calm_min") for n in ret),
+        (_mean(sch[n]["rows"][ours], "false_alarms_per_100_calm_min") for n in names),
         default=math.nan,
     )
-    out["early_warning"] = {
+    got, total = sum(flagged), sum(onsets)
+    return {
+        "schedules": names,
         "flagged_ahead": got,
         "onsets": total,
         "false_alarms_max": alarms,
         "met": total > 0 and got >= 0.8 * total and alarms <= 5.0,
     }
-    sep = {n: sch[n]["on_vs_frozen"]["PID on delay"]["separated"] for n in sch}
-    out["on_vs_frozen"] = {"pid_separated": sep, "met": any(sep.values())}
-    out["redis_two_workers"] = {"met": None, "note": "not measured: no shared limiter yet"}
-    return out
 
 
 def _clean(value: Any) -> Any:

@@ -79,12 +79,13 @@ def measure(result: SimResult, sched: Schedule, config: ProviderConfig) -> Episo
     if sched.onset_s is not None and sched.return_s is not None:
         on, ret = sched.onset_s, sched.return_s
         dip = _goodput(calls, on, ret) / _capacity_runs(config, sched, on, ret) / CALLS
+    if result.limited and sched.onset_s is not None and sched.return_s is not None:
         first_reject = next((t for t, _ in result.rejections if t >= on), math.inf)
         flagged = any(on <= t < min(first_reject, ret) for t in result.flags)
         calm = [(WARMUP_S, on), (ret + CALM_GRACE_S, end)]
         minutes = sum(max(0.0, b - a) for a, b in calm) / 60.0
         count = sum(any(a <= t < b for a, b in calm) for t in result.flags)
-        alarms = 100.0 * count / minutes if result.timeline and minutes else None
+        alarms = 100.0 * count / minutes if minutes else None
     return Episode(
         goodput=goodput,
         goodput_dip=dip,

@@ -4,8 +4,12 @@ Token buckets on requests and tokens per minute (a request is refused with 429 a
 Retry-After when either is short), ``servers`` workers behind a FIFO queue of
 ``queue_limit`` (503 when it is full), a service time that grows with the batch in
 service, and work that is done whether or not the client is still waiting (a client
-timeout does not cancel it). A capacity schedule scales servers, speed and buckets over
-time; the capacity it implies is the physical limit goodput is measured against.
+timeout does not cancel it). A provider may also shed load (``shed_wait_s``): refuse a
+request with 429 and a Retry-After of 1 s when the work already queued would take longer
+than that to start (the "engine overloaded" 429 of hosted model APIs); then queueing delay
+grows before the refusals come, which a bucket that shrinks at once never shows. A
+capacity schedule scales servers, speed and buckets over time; the capacity it implies is
+the physical limit goodput is measured against.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class ProviderConfig:
     reject_latency_s: float = 0.05
     tokens_lo: int = 300
     tokens_hi: int = 700
+    shed_wait_s: float | None = None
 
     def mean_service_s(self, speed: float = 1.0) -> float:
         """Mean service time with every server busy."""
@@ -60,6 +65,7 @@ class Schedule:
     onset_s: float | None = None
     return_s: float | None = None
     clients: int = 100
+    plant: ProviderConfig | None = None  # None: the benchmark's default provider
 
 
 def _steady(t: float) -> Capacity:
@@ -81,11 +87,16 @@ def _burst(t: float) -> Capacity:
     return Capacity(1.0, 1.0, 0.3) if 100.0 <= t < 160.0 else Capacity()
 
 
+# The brownout on a provider that sheds load once its queue holds more than half a
+# client's timeout of waiting: the 429s come after the queue has grown.
+SHEDDING = ProviderConfig(shed_wait_s=5.0)
+
 SCHEDULES: dict[str, Schedule] = {
     "steady": Schedule("steady", 300.0, _steady, clients=200),
     "step": Schedule("step", 300.0, _step, onset_s=100.0, return_s=200.0),
     "brownout": Schedule("brownout", 300.0, _brownout, onset_s=60.0, return_s=200.0),
     "burst": Schedule("burst", 300.0, _burst, onset_s=100.0, return_s=160.0),
+    "shed": Schedule("shed", 300.0, _brownout, onset_s=60.0, return_s=200.0, plant=SHEDDING),
 }
 
 
@@ -161,6 +172,9 @@ class Provider:
             need_tok = max(0.0, job.tokens - self.tok_tokens) / (cfg.tpm * cap.bucket / 60.0)
             self.rejections.append((now, 429))
             return 429, float(math.ceil(max(need_req, need_tok)))
+        if cfg.shed_wait_s is not None and self.queued_wait_s(now) > cfg.shed_wait_s:
+            self.rejections.append((now, 429))
+            return 429, 1.0
         if len(self.queue) >= cfg.queue_limit:
             self.rejections.append((now, 503))
             return 503, 0.0
@@ -168,6 +182,11 @@ class Provider:
         self.tok_tokens -= job.tokens
         self.queue.append(job)
         return 0, 0.0
+
+    def queued_wait_s(self, now: float) -> float:
+        """How long the work already queued takes to reach a server, at today's speed."""
+        speed = self.schedule.at(now).speed
+        return len(self.queue) * self.config.mean_service_s(speed) / self.servers(now)
 
     def start_next(self, now: float) -> list[tuple[float, Job]]:
         """Move queued jobs onto free servers; their finishing times."""

@@ -120,7 +120,7 @@ def _score(rows: list[tuple[list[float], bool]]) -> dict[str, Any]:
 
 def run_sensor(
     seeds: Sequence[int] = tuple(range(10, 20)),
-    schedules: Sequence[str] = ("brownout", "step", "burst"),
+    schedules: Sequence[str] = ("brownout", "shed", "step", "burst"),
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """AUROC of each signal, per schedule, arm and label, over ``seeds`` (warm-up 30 s out)."""
@@ -130,16 +130,31 @@ def run_sensor(
         arms: dict[str, Any] = {}
         for arm in ARMS:
             rows: dict[str, list[tuple[list[float], bool]]] = {k: [] for k in _LABELS}
+            lead: list[float | None] = []
             for seed in seeds:
-                sim = _SensorSim(STRATEGIES[arm], sched, sched.clients, seed, ProviderConfig())
+                plant = sched.plant or ProviderConfig()
+                sim = _SensorSim(STRATEGIES[arm], sched, sched.clients, seed, plant)
                 sim.run()
                 for key, (label, quiet) in _LABELS.items():
                     rows[key] += _windows(sim, 30.0, label, quiet)
+                lead.append(_first_429_after_onset(sim))
             arms[arm] = {key: _score(found) for key, found in rows.items()}
+            arms[arm]["first_429_after_onset_s"] = lead
             if progress:
                 progress(f"{name} / {arm}: {arms[arm]}")
         out[name] = arms
     return {"seeds": list(seeds), "warmup_s": 30.0, "signals": list(SIGNALS), "schedules": out}
+
+
+def _first_429_after_onset(sim: _SensorSim) -> float | None:
+    """Seconds from the onset to the first 429 after it (None: no onset, or no 429)."""
+    onset = sim.sched.onset_s
+    if onset is None:
+        return None
+    first = min(
+        (t for t, code in sim.provider.rejections if code == 429 and t >= onset), default=None
+    )
+    return None if first is None else round(first - onset, 2)
 
 
 def _round(value: float | None) -> float | None:

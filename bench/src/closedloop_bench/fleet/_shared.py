@@ -1,6 +1,9 @@
-"""Two workers sharing one limiter through Redis against one worker with the same clients.
+"""Two workers sharing one limiter through Redis, in real time on the loopback plant.
 
-Both arms run the library's real client stack (``OpenAICompatible`` → ``GatedModel`` →
+A check that the library's HTTP client stack shares a limit through Redis end to end
+(``tests/closedloop_bench/fleet/test_shared.py``); the measurement of two workers against
+one is ``_workers.py``'s, on the simulator's clock, where a run replays and the machine's
+load does not enter the figures. Both arms run the library's real client stack (``OpenAICompatible`` → ``GatedModel`` →
 ``AdmissionGate`` with the PID-on-delay limiter, a retry budget and the circuit breaker)
 against the fleet plant on loopback HTTP (``_http.py``), ``clients`` concurrent callers in
 all, each calling again as soon as its call ends. **one worker**: one gate, state in
@@ -18,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from closedloop import ModelError
@@ -37,7 +38,7 @@ from closedloop.models import GatedModel, OpenAICompatible
 from ._http import PlantEndpoint, serve_plant
 from ._plant import Capacity, ProviderConfig, Schedule, capacity_rps
 
-__all__ = ["SHARED_CONFIG", "run_shared", "shared_schedule", "write_shared"]
+__all__ = ["SHARED_CONFIG", "redis_server", "run_shared", "shared_schedule"]
 
 SHARED_CONFIG = ProviderConfig(servers=4, queue_limit=64, rpm=600.0, tpm=600_000.0)
 
@@ -102,7 +103,7 @@ def _goodput(done: list[float], endpoint: PlantEndpoint, schedule: Schedule) -> 
 
 
 @contextlib.contextmanager
-def _redis_server() -> Iterator[str]:
+def redis_server() -> Iterator[str]:
     """A throwaway redis-server on a free loopback port (no persistence)."""
     binary = shutil.which("redis-server")
     if binary is None:
@@ -152,7 +153,7 @@ def run_shared(
     schedule = shared_schedule(duration_s)
     rows = []
     with contextlib.ExitStack() as stack:
-        url = redis_url or stack.enter_context(_redis_server())
+        url = redis_url or stack.enter_context(redis_server())
         for seed in seeds:
             one, two = asyncio.run(_pair(url, clients, schedule, seed, time_scale))
             rows.append({"seed": seed, "one_worker": one, "two_workers": two})
@@ -171,11 +172,3 @@ def run_shared(
         "relative_difference": round((two_mean - one_mean) / one_mean, 4) if one_mean else None,
         "target": "two workers within 5 % of one",
     }
-
-
-def write_shared(report: dict[str, Any], out: Path, command: str) -> Path:
-    """``shared.json`` in ``out``, with the command that rewrites it."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "shared.json"
-    path.write_text(json.dumps({"command": command, **report}, indent=2) + "\n")
-    return path

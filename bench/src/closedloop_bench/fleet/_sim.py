@@ -34,6 +34,12 @@ from ._plant import Job, Provider, ProviderConfig, Schedule, capacity_rps
 
 __all__ = ["STRATEGIES", "FleetStrategy", "SimResult", "simulate"]
 
+# The feed-forward arms take the whole estimated deficit off the limit (a limit right for
+# the full capacity is (1 − d) too large when a share d of it is missing), less what the
+# feedback has absorbed: the estimate's excess over its own 10-s average (a washout).
+FEEDFORWARD = 1.0
+WASHOUT_S = 10.0
+
 Retry = Literal["none", "sdk", "tenacity", "router", "budget"]
 LimiterKind = Literal["aimd", "gradient", "pid"]
 
@@ -46,6 +52,7 @@ class FleetStrategy:
     retry: Retry
     limiter: LimiterKind | None = None
     frozen: bool = False
+    feedforward: float = 0.0
 
 
 STRATEGIES: dict[str, FleetStrategy] = {
@@ -56,10 +63,13 @@ STRATEGIES: dict[str, FleetStrategy] = {
         FleetStrategy("fixed, tenacity backoff", "tenacity"),
         FleetStrategy("fixed, cooldown router", "router"),
         FleetStrategy("AIMD", "budget", "aimd"),
+        FleetStrategy("AIMD + feed-forward", "budget", "aimd", feedforward=FEEDFORWARD),
         FleetStrategy("AIMD frozen", "budget", "aimd", frozen=True),
         FleetStrategy("gradient", "budget", "gradient"),
+        FleetStrategy("gradient + feed-forward", "budget", "gradient", feedforward=FEEDFORWARD),
         FleetStrategy("gradient frozen", "budget", "gradient", frozen=True),
         FleetStrategy("PID on delay", "budget", "pid"),
+        FleetStrategy("PID on delay + feed-forward", "budget", "pid", feedforward=FEEDFORWARD),
         FleetStrategy("PID on delay frozen", "budget", "pid", frozen=True),
     )
 }
@@ -68,6 +78,7 @@ TIMEOUT_S = 10.0
 CALLS = 4
 THINK_S = 1.0
 ROUTER_COOLDOWN_S = 5.0
+INITIAL_LIMIT = 20.0  # Netflix concurrency-limits' default initial limit
 
 
 @dataclass
@@ -82,6 +93,8 @@ class SimResult:
     flags: list[float] = field(default_factory=list)
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
     rejections: list[tuple[float, int]] = field(default_factory=list)
+    limited: bool = False  # a limiter (and so an onset flag) was at work
+    peak_inflight: int = 0  # the most attempts in the provider's hands at once
 
 
 @dataclass
@@ -95,12 +108,19 @@ class _Agent:
     sent: float = 0.0
 
 
-def _limiter(kind: LimiterKind, frozen: bool) -> Any:
-    if kind == "aimd":
-        return AIMDLimiter(AIMDConfig(frozen=frozen))
-    if kind == "gradient":
-        return GradientLimiter(GradientConfig(frozen=frozen))
-    return DelayPIDLimiter(DelayPIDConfig(frozen=frozen))
+def _limiter(strategy: FleetStrategy, initial: float) -> Any:
+    ff, frozen = strategy.feedforward, strategy.frozen
+    if strategy.limiter == "aimd":
+        return AIMDLimiter(
+            AIMDConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+        )
+    if strategy.limiter == "gradient":
+        return GradientLimiter(
+            GradientConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+        )
+    return DelayPIDLimiter(
+        DelayPIDConfig(initial=initial, frozen=frozen, feedforward=ff, washout_s=WASHOUT_S)
+    )
 
 
 class _Sim:
@@ -111,6 +131,7 @@ class _Sim:
         clients: int,
         seed: int,
         config: ProviderConfig,
+        initial_limit: float = INITIAL_LIMIT,
     ) -> None:
         self.s, self.sched, self.seed = strategy, sched, seed
         self.provider = Provider(config, sched, seed)
@@ -124,9 +145,10 @@ class _Sim:
         self.cooldown = Cooldown()
         self.throttle = ClientThrottle()
         self.budget = RetryBudget()
-        self.limiter = _limiter(strategy.limiter, strategy.frozen) if strategy.limiter else None
-        self.out = SimResult()
+        self.limiter = _limiter(strategy, initial_limit) if strategy.limiter else None
+        self.out = SimResult(limited=self.limiter is not None)
         self._flagged = False
+        self._wake = -1.0  # the instant a dispatch is already booked for (a cooldown's end)
         self._owners: dict[int, _Agent] = {}  # attempts in the provider, by id
 
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -165,17 +187,27 @@ class _Sim:
 
     def begin_call(self, now: float, agent: _Agent) -> None:
         agent.attempt = 0
-        if self.limiter is not None:
-            self.budget.on_first_attempt(now)
+        if self.s.limiter is not None:
+            self.deposit(now, agent)
         self.request(now, agent)
 
     def request(self, now: float, agent: _Agent) -> None:
         if self.s.retry == "router" and self.cooldown.wait_s(now) > 0:
             self.at(self.cooldown.until, self.request, agent)
             return
-        if self.limiter is None:
+        if self.s.limiter is None:
             self.send(now, agent)
             return
+        self.admit(now, agent)
+
+    # --- the gate: limit, Retry-After, throttle, budget (overridden by the workers' sim) ---
+    def deposit(self, now: float, agent: _Agent) -> None:
+        self.budget.on_first_attempt(now)
+
+    def take_retry(self, now: float, agent: _Agent) -> bool:
+        return self.budget.try_retry(now)
+
+    def admit(self, now: float, agent: _Agent) -> None:
         if self.cooldown.wait_s(now) > 0:
             self.at(self.cooldown.until, self.request, agent)
             return
@@ -187,13 +219,20 @@ class _Sim:
 
     def dispatch(self, now: float) -> None:
         assert self.limiter is not None
-        while self.waiting and self.inflight < int(self.limiter.limit):
+        if self.waiting and self.cooldown.wait_s(now) > 0:
+            # As the gate does: a pending Retry-After holds the callers already waiting.
+            if self._wake != self.cooldown.until:
+                self._wake = self.cooldown.until
+                self.at(self.cooldown.until, self.dispatch)
+            return
+        while self.waiting and self.inflight < max(1, int(self.limiter.limit)):
             self.send(now, self.waiting.popleft())
 
     def send(self, now: float, agent: _Agent) -> None:
         ident = next(self.ids)
         agent.live, agent.sent = ident, now
         self.inflight += 1
+        self.out.peak_inflight = max(self.out.peak_inflight, self.inflight)
         self.out.attempts += 1
         # Tokens per (seed, agent, run, call): every strategy is given the same work.
         draw = random.Random(hash((self.seed, agent.ident, agent.run_no, agent.call)))
@@ -225,11 +264,8 @@ class _Sim:
             return  # already answered or timed out: the provider's work is wasted
         agent.live = -1
         self.inflight -= 1
-        outcome = {200: "ok", -1: "timeout"}.get(status, "rejected")
-        if self.limiter is not None:
-            self.limiter.record(now, now - agent.sent, outcome, self.inflight + 1)
-            self.throttle.record(now, accepted=status in (200, -1))
-            self.dispatch(now)
+        if self.s.limiter is not None:
+            self.observe(now, agent, status, ra)
         if status == 200:
             self.out.calls_ok += 1
             self.out.calls_done.append(now)
@@ -241,6 +277,16 @@ class _Sim:
                 self.at(now + self.rng.expovariate(1 / THINK_S), self.begin_call, agent)
             return
         self.retry(now, agent, status, ra)
+
+    def observe(self, now: float, agent: _Agent, status: int, ra: float) -> None:
+        """An attempt's answer (200, 429, 503, or -1 for the client's timeout) to the gate."""
+        assert self.limiter is not None
+        outcome = {200: "ok", -1: "timeout"}.get(status, "rejected")
+        self.limiter.record(now, now - agent.sent, outcome, self.inflight + 1)
+        self.throttle.record(now, accepted=status in (200, -1))
+        if status == 429:  # the gate holds every caller for a Retry-After, retry or not
+            self.cooldown.honour(now, ra)
+        self.dispatch(now)
 
     def retry(self, now: float, agent: _Agent, status: int, ra: float) -> None:
         k, mode = agent.attempt, self.s.retry
@@ -254,9 +300,7 @@ class _Sim:
             if status in (429, 503):
                 self.cooldown.honour(now, ROUTER_COOLDOWN_S)
             delay = 0.0
-        elif mode == "budget" and k < 2 and self.budget.try_retry(now):
-            if status == 429:
-                self.cooldown.honour(now, ra)
+        elif mode == "budget" and k < 2 and self.take_retry(now, agent):
             delay = max(ra, 0.5 * 2**k * (0.5 + self.rng.random()))
         if delay is None:
             self.out.failures.append(now)
@@ -273,7 +317,10 @@ def simulate(
     clients: int | None = None,
     seed: int = 0,
     config: ProviderConfig | None = None,
+    initial_limit: float = INITIAL_LIMIT,
 ) -> SimResult:
-    """One seeded, replayable run of ``strategy`` under ``sched``."""
-    sim = _Sim(strategy, sched, clients or sched.clients, seed, config or ProviderConfig())
+    """One seeded, replayable run of ``strategy`` under ``sched`` (on ``config``, else the
+    schedule's own plant, else the default provider)."""
+    plant = config or sched.plant or ProviderConfig()
+    sim = _Sim(strategy, sched, clients or sched.clients, seed, plant, initial_limit)
     return sim.run()

@@ -25,7 +25,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
 from ..execution import Secret
@@ -213,7 +213,7 @@ class Agent(Generic[OutputT]):
             native=native,
             verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
             dual_temperature=ms.dual_temperature,
-            logprobs=ms.logprobs,
+            logprobs=_asks_logprobs(ms.logprobs, ladder, self.model),
             reviewer=reviewer if reviewer is not None else code_reviewer(),
             max_replans=plan.max_replans,
             max_plan_steps=plan.max_plan_steps,
@@ -543,3 +543,13 @@ class Agent(Generic[OutputT]):
         finally:
             loop.run_until_complete(run.aclose())
             loop.close()
+
+
+def _asks_logprobs(
+    setting: bool | Literal["auto"], ladder: ModelLadder | None, model: Model
+) -> bool:
+    """Whether model calls ask for logprobs: as set, or (auto) where a model gives them."""
+    if isinstance(setting, bool):
+        return setting
+    models = [model] if ladder is None else [rung.model for rung in ladder.rungs]
+    return any(bool(getattr(m, "supports_logprobs", False)) for m in models)

@@ -4,7 +4,8 @@ In this order: a proposal cut off by a watcher halts the run; a step its mode se
 code is settled; the ``manual_handover`` protocol, or an early handover (``_early.py``),
 hands the task to a human; a reply the validator refuses (its kind in this phase, its
 schema, a plan's steps) is refused, and nothing runs; a final answer goes to the
-completion check; a tool call that dimension reduction leaves out is skipped; the same
+completion check; before any tool has run, a call whose first sample's confidence is
+below ``Sampling.abstain_below`` is not run and the run abstains; a tool call that dimension reduction leaves out is skipped; the same
 call again is a repeat (or, with ``end_on_repeat``, the end of the run on its earlier
 result); any other call runs. The repeat guard's signature is the one edit a decision
 makes.
@@ -12,6 +13,7 @@ makes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from ._run import Run
 
 __all__ = [
+    "Abstain",
     "Answer",
     "Call",
     "CloseOnRepeat",
@@ -51,6 +54,14 @@ class Cut:
     """The proposal was cut off (deadline, budget, cancellation): the run halts."""
 
     halt: HaltReason
+
+
+@dataclass(frozen=True, slots=True)
+class Abstain:
+    """Too unsure to run the first call: the run answers that no offered tool fits."""
+
+    answer: str
+    note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +120,9 @@ class Call:
     call: ActionCall
 
 
-Decision = Cut | Settle | HandOver | Refuse | Answer | Skip | Repeat | CloseOnRepeat | Call
+Decision = (
+    Cut | Settle | HandOver | Refuse | Answer | Abstain | Skip | Repeat | CloseOnRepeat | Call
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +153,27 @@ async def decide(run: Run, view: View, reply: ModelReply) -> Decided:
         return Decided(Refuse(tuple(errors)))
     if p.kind == "final":
         return Decided(Answer())
+    if (unsure := abstention(run, reply)) is not None:
+        return Decided(unsure)
     return _call(run, view, reply)
+
+
+def abstention(run: Run, reply: ModelReply) -> Abstain | None:
+    """Abstain rather than run the task's first call when its first sample's
+    decision-token probability is below ``Sampling.abstain_below`` (no reading, no
+    abstention)."""
+    sampling = run.settings.control.sampling
+    floor = sampling.abstain_below
+    confidence = reply.confidence
+    if floor is None or confidence is None or confidence.logprob_low is None:
+        return None
+    if reply.proposal.kind != "tool" or run.state.observations:
+        return None
+    p = math.exp(confidence.logprob_low)
+    if p >= floor:
+        return None
+    note = f"abstained: the first call's confidence {p:.2f} is below {floor:g}"
+    return Abstain(sampling.abstain_answer, note)
 
 
 def _plan(run: Run, plan: tuple[Any, ...]) -> Decision:

@@ -95,7 +95,7 @@ async def draw_until(
         proposal = parse_proposal(call.completion, native=cfg.native)
         keys.append(None if proposal.kind == "invalid" else proposal_key(proposal))
         confidences.append(sample_confidence(call.completion.confidence))
-        if rule.should_stop(keys, confidences):
+        if rule.should_stop(keys, confidences) or _will_abstain(run, proposal, confidences):
             break
     spent = RungUsage(
         rung=index,
@@ -114,6 +114,14 @@ async def draw_until(
         rungs=[spent],
     )
     return calls, summary
+
+
+def _will_abstain(run: Run, first: Proposal, confidences: Sequence[float | None]) -> bool:
+    # A first sample the step will abstain on needs no more samples to vote with.
+    floor = run.settings.control.sampling.abstain_below
+    if floor is None or len(confidences) != 1 or confidences[0] is None:
+        return False
+    return first.kind == "tool" and not run.state.observations and confidences[0] < floor
 
 
 class _Reply(Protocol):

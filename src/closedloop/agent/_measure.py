@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..perception import Observation, ObservationStatus
 from ._act import Acted, accept_answer, text_of
 from ._actuators import FINAL, act_key
-from ._decide import Answer, Call, CloseOnRepeat, Cut, Refuse, Repeat, Settle, Skip
+from ._decide import Abstain, Answer, Call, CloseOnRepeat, Cut, Refuse, Repeat, Settle, Skip
 from ._fold import Edit, EffectKey, Noted, PlanEdit
 from ._gate import RuleAdvice, advise
 from ._handover import freeze
@@ -97,6 +97,15 @@ async def measure(run: Run, view: View, reply: ModelReply, acted: Acted) -> Outc
         case Cut(halt):
             note = f"the model call was cut off ({halt.value})"
             return _with(base, error=1.0, measured=False, notes=(note,), halt=halt, action=None)
+        case Abstain(answer, note):
+            return _with(
+                base,
+                measured=False,
+                notes=(note,),
+                final_answer=answer,
+                halt=HaltReason.ABSTAINED,
+                action=None,
+            )
         case Settle(note, plan):
             planned = () if plan is None else (PlanEdit(steps=plan, cursor=0, phase="executing"),)
             return _with(base, notes=(note,), progress=True, action=None, edits=planned)

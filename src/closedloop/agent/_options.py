@@ -129,7 +129,10 @@ class ModelSettings:
     asks for a JSON action in the text, ``"auto"`` picks native where the model supports
     it. ``verifier`` is the second model of dual verification (default: the agent's model
     again, at ``dual_temperature``). ``logprobs`` asks every call for its tokens'
-    log-probabilities, read into each step's ``confidence`` where the model gives them.
+    log-probabilities, read into each step's ``confidence`` (and the confidence-gated
+    actuators of :class:`Sampling`); ``"auto"``, the default, asks where a model of the
+    agent says it gives them (``supports_logprobs``: the embedded models and
+    OpenAI-compatible servers), which costs about 2 % of an embedded call.
     """
 
     max_tokens: int = 512
@@ -138,10 +141,12 @@ class ModelSettings:
     tool_calling: ToolCalling = "auto"
     verifier: Model | str | None = None
     dual_temperature: float = 0.7
-    logprobs: bool = False
+    logprobs: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         require_int_at_least("max_tokens", self.max_tokens, 1)
+        if not isinstance(self.logprobs, bool) and self.logprobs != "auto":
+            raise ConfigurationError("logprobs", self.logprobs, "must be True, False or auto")
         require_temperature("temperature", self.temperature)
         require_int_at_least("seed", self.seed, 0)
         if self.tool_calling not in ("auto", "native", "json"):

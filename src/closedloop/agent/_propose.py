@@ -14,6 +14,7 @@ spent.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -289,7 +290,18 @@ async def sample_rung(
     completions = [c.completion for c in calls if c.completion is not None]
     proposals = [parse_proposal(c, native=cfg.native) for c in completions]
     sensed = proposal_confidence(proposals, completions)
-    voted = vote(proposals)
+    # Dual verification's two samples must agree: a weight never decides between them.
+    weights = (
+        None
+        if dual
+        else [
+            None
+            if c.confidence is None or c.confidence.logprob_low is None
+            else math.exp(c.confidence.logprob_low)
+            for c in completions
+        ]
+    )
+    voted = vote(proposals, weights)
     proposal = voted.proposal
     if voted.note and voted.note not in proposal.notes:
         proposal = replace(proposal, notes=(*proposal.notes, voted.note))

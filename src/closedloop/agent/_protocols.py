@@ -109,33 +109,41 @@ def proposal_key(proposal: Proposal) -> str:
     return json.dumps([proposal.kind, _norm(what)], sort_keys=True, default=repr)
 
 
-def vote(proposals: Sequence[Proposal]) -> Vote:
+def vote(proposals: Sequence[Proposal], weights: Sequence[float | None] | None = None) -> Vote:
     """Self-consistency (Wang et al. 2023): the call most samples make.
 
     Samples that are not a valid action count against every call. A call runs only with
     more than half of the samples behind it; with none (two samples that differ, a tie)
     the proposal is refused as invalid, so the step asks again rather than run a call
     the samples dispute, and never runs a call emptied of its disputed arguments.
+
+    With ``weights`` (each sample's confidence, all read) each sample counts by its
+    weight instead of one: confidence-weighted self-consistency (Taubenfeld et al. 2025),
+    so two unsure samples at temperature no longer outvote a sure greedy one; "more than
+    half" is then of the total weight.
     """
     if not proposals:
         raise ConfigurationError("proposals", list(proposals), "a vote needs at least one sample")
     n = len(proposals)
+    w = _weights(weights, n)
     groups: dict[str, list[int]] = {}
     for i, p in enumerate(proposals):
         if p.kind != "invalid":
             groups.setdefault(proposal_key(p), []).append(i)
     if not groups:
         return Vote(proposals[0], f"vote: none of the {n} samples was a valid action", 1.0, 0, n)
-    best = max(groups.values(), key=lambda idx: (len(idx), -idx[0]))
+    best = max(groups.values(), key=lambda idx: (sum(w[i] for i in idx), len(idx), -idx[0]))
     support = len(best)
     winner = proposals[best[0]]
-    disagreement = 1.0 - support / n
+    share = sum(w[i] for i in best) / sum(w)
+    disagreement = 1.0 - share
     if n == 1:
         return Vote(winner, "", 0.0, 1, 1)
+    weighed = "" if weights is None or w == [1.0] * n else f" ({share:.0%} of the confidence)"
     if support == n:
         note = f"vote: all {n} samples agree"
-    elif support * 2 > n:
-        note = f"vote: {support} of {n} samples agree; the majority call runs"
+    elif share * 2 > 1.0:
+        note = f"vote: {support} of {n} samples agree{weighed}; the majority call runs"
     else:
         note = (
             f"vote: no majority ({support} of {n} samples agree on the most common call); "
@@ -144,6 +152,14 @@ def vote(proposals: Sequence[Proposal]) -> Vote:
         refused = Proposal("invalid", errors=(f"the {n} samples disagreed: {note}",))
         return Vote(refused, note, disagreement, support, n)
     return Vote(winner, note, disagreement, support, n)
+
+
+def _weights(weights: Sequence[float | None] | None, n: int) -> list[float]:
+    # Every sample's weight, or one each where a weight is missing or none is positive.
+    if weights is None or len(weights) != n or any(x is None for x in weights):
+        return [1.0] * n
+    clean = [max(0.0, float(x)) for x in weights if x is not None]
+    return clean if sum(clean) > 0.0 else [1.0] * n
 
 
 def proposal_confidence(

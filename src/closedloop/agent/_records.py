@@ -43,6 +43,10 @@ class HaltReason(StrEnum):
     NO_PROGRESS = "no_progress"
     REPEATED_ACTION = "repeated_action"
     HANDOVER = "handover"
+    ABSTAINED = "abstained"
+    """Before any tool ran, the first proposal's confidence was below
+    ``Sampling.abstain_below``: the run answers that no offered tool fits (the result's
+    ``answer``) instead of running a call it is unsure of. Not a success."""
     ERROR = "error"
     SECRET_UNAVAILABLE = "secret_unavailable"
     """A tool call referred to a secret that could not be resolved (unknown, or its

@@ -164,7 +164,8 @@ class Run:
         if record.halt is None:
             await self.save()
         else:
-            answer = record.final_answer if record.halt is HaltReason.FINAL else None
+            kept = record.halt in (HaltReason.FINAL, HaltReason.ABSTAINED)
+            answer = record.final_answer if kept else None
             await self.finish(record.halt, answer=answer)
 
     async def finish(
@@ -188,7 +189,7 @@ class Run:
             task_id=state.task_id,
             halt_reason=halt,
             success=success,
-            answer=state.answer if success else None,
+            answer=state.answer if success or halt is HaltReason.ABSTAINED else None,
             fields=dict(state.required_fields),
             steps=list(self.records),
             tool_effects=tool_effects(self.settings.tools),
@@ -218,6 +219,7 @@ def _message(halt: HaltReason, state: TaskState, tokens: int) -> str:
         HaltReason.NO_PROGRESS: "stopped: no new information in the last steps",
         HaltReason.REPEATED_ACTION: "stopped: the model kept repeating the same action",
         HaltReason.HANDOVER: "handed over to a human",
+        HaltReason.ABSTAINED: "abstained: no offered tool fits with enough confidence",
         HaltReason.ERROR: "ended by an error",
         HaltReason.SECRET_UNAVAILABLE: "a secret a tool call needs could not be resolved",
     }

@@ -18,7 +18,10 @@ from .._validation import require_unit_interval
 from ..control import ConformalPID, StopRule
 from ..feedback import THRESHOLD_NAMESPACE
 
-__all__ = ["RiskControl", "Sampling"]
+__all__ = ["ABSTAIN_ANSWER", "RiskControl", "Sampling"]
+
+ABSTAIN_ANSWER = "None of the offered tools fits this request, so no tool was called."
+"""What an abstaining run answers (``Sampling.abstain_answer``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,11 +74,19 @@ class Sampling:
     next rung before it runs, and so on up the ladder; the top rung's proposal runs
     whatever its confidence. ``risk`` sets that threshold online instead
     (:class:`RiskControl`). Both None, the default: no cascade.
+
+    ``abstain_below``: before any tool has run, a proposed call whose first sample's
+    decision-token probability (``exp(logprob_low)``) is below this is not run: the run ends
+    ``abstained``, answering ``abstain_answer`` (selective prediction: decline rather than
+    act when unsure, Geifman and El-Yaniv 2017). It needs a model that gives logprobs; with
+    none it never abstains. None, the default: never.
     """
 
     stop: StopRule | None = None
     escalate_below: float | None = None
     risk: RiskControl | None = None
+    abstain_below: float | None = None
+    abstain_answer: str = ABSTAIN_ANSWER
 
     def __post_init__(self) -> None:
         if self.stop is not None and not isinstance(self.stop, StopRule):
@@ -86,6 +97,12 @@ class Sampling:
             require_unit_interval("escalate_below", self.escalate_below)
         if self.risk is not None and not isinstance(self.risk, RiskControl):
             raise ConfigurationError("risk", self.risk, "must be a RiskControl or None")
+        if self.abstain_below is not None:
+            require_unit_interval("abstain_below", self.abstain_below)
+        if not isinstance(self.abstain_answer, str) or not self.abstain_answer.strip():
+            raise ConfigurationError(
+                "abstain_answer", self.abstain_answer, "must be a non-empty string"
+            )
 
     @property
     def cascades(self) -> bool:

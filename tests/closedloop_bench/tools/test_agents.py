@@ -247,3 +247,31 @@ async def test_the_runner_hands_a_ladder_strategy_every_model_weakest_first() ->
         "test:no-call",
         "test:oracle",
     }
+
+
+async def test_the_gated_loop_abstains_where_it_is_unsure_and_the_checker_scores_it() -> None:
+    import math
+    import re
+
+    from closedloop.models import RawCompletion
+    from closedloop_bench.tools import score
+    from closedloop_bench.tools._agents import GATE, AgentStrategy
+
+    irrelevant = next(t for t in DEV if t.family == "irrelevance")
+    offered = irrelevant.tools[0].function.name
+
+    def unsure(_messages: Sequence[Message], _call: CallInfo) -> RawCompletion:
+        text = json.dumps({"tool": offered, "arguments": {}})
+        pieces = re.findall(r"\w+|[^\w]", text)
+        return RawCompletion(text=text, logprobs=tuple((p, math.log(0.2)) for p in pieces))
+
+    for name, expect_abstain in (("gated", True), ("frozen_gated", True), ("closedloop", False)):
+        strategy = get_tool_strategy(name)
+        assert isinstance(strategy, AgentStrategy)
+        if name != "closedloop":
+            assert strategy.control(irrelevant).sampling == GATE
+        attempt = await strategy.solve(irrelevant, FunctionModel(unsure, name="unsure"))
+        assert (attempt.extra["halt"] == "abstained") is expect_abstain, name
+        if expect_abstain:  # no call and an answer: right where no offered tool fits
+            assert attempt.calls == () and attempt.final_text == GATE.abstain_answer
+            assert score(irrelevant, list(attempt.calls), attempt.final_text).success

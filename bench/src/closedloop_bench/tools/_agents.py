@@ -55,11 +55,12 @@ from closedloop.agent import (
     ControlConfig,
     ModelSettings,
     RunLimits,
+    Sampling,
     StepRecord,
     Tool,
     default_schedule,
 )
-from closedloop.control import schedule_context
+from closedloop.control import ConfidenceStop, schedule_context
 from closedloop.feedback import MemoryStore
 from closedloop.models import FunctionModel, Model
 from closedloop.perception import Observation, ObservationStatus
@@ -199,6 +200,8 @@ class AgentStrategy:
     model keeps one store across the tasks of a run, as an agent reused by a user would:
     the controllers' history carries from task to task. ``declare_completion`` and
     ``end_on_repeat``: how a run ends (the module docstring); both off is the loop as it was.
+    ``sampling`` replaces the loop's :class:`~closedloop.agent.Sampling` (the
+    confidence-gated actuators), the same with the controller on or frozen.
     """
 
     name: str = "closedloop"
@@ -208,6 +211,7 @@ class AgentStrategy:
     declare_completion: bool = True
     end_on_repeat: bool = True
     runs_on: RunsOn = "each"
+    sampling: Sampling | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = DEFAULT_MAX_TOKENS
     deadline_s: float = 300.0
@@ -223,6 +227,8 @@ class AgentStrategy:
             config = ControlConfig(schedule=schedule)
         else:
             config = ControlConfig()
+        if self.sampling is not None:
+            config = replace(config, sampling=self.sampling)
         one_action = (
             self.declare_completion and task is not None and task.family in ONE_CALL_FAMILIES
         )
@@ -291,5 +297,14 @@ def _ladder() -> AgentStrategy:
 
 register_strategy("closedloop", AgentStrategy)
 register_strategy("frozen", lambda: AgentStrategy(name="frozen", frozen=True, fixed=True))
+GATE = Sampling(stop=ConfidenceStop(threshold=0.5, max_samples=3), abstain_below=0.4)
+"""The confidence gate with the settings the development bank picks for Qwen: the first
+sample runs at confidence 0.5 or more, else a confidence-weighted vote of three; below 0.4
+before any tool ran, the run abstains."""
+register_strategy("gated", lambda: AgentStrategy(name="gated", sampling=GATE))
+register_strategy(
+    "frozen_gated",
+    lambda: AgentStrategy(name="frozen_gated", frozen=True, fixed=True, sampling=GATE),
+)
 register_strategy("ladder", _ladder)
 register_strategy("reduced", lambda: AgentStrategy(name="reduced", reduce=True))

@@ -105,6 +105,23 @@ def add(a: float, b: float) -> float:
     return a + b
 
 
+def answered(messages: tuple[Message, ...]) -> bool:
+    """Whether the last message shows the result of ``add(2, 3)``."""
+    return '"result"' in messages[-1].content or "5.0" in messages[-1].content
+
+
+class Adder:
+    """The ``add`` tool, remembering every call that ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[float, float]] = []
+
+    def add(self, a: float, b: float) -> float:
+        """Add two numbers."""
+        self.ran.append((a, b))
+        return a + b
+
+
 def divide(numerator: float, denominator: float) -> float:
     """Divide one number by another."""
     return numerator / denominator

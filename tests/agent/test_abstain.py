@@ -15,7 +15,7 @@ from closedloop.agent import ControlConfig, HaltReason, ModelSettings, Sampling
 from closedloop.control import ActuatorSchedule, schedule_votes
 from closedloop.models import CallInfo, FunctionModel, Message, RawCompletion
 
-from .conftest import call, final, make_agent
+from .conftest import Adder, answered, call, final, make_agent
 
 
 def _said(reply: dict[str, Any], p: float) -> RawCompletion:
@@ -25,33 +25,19 @@ def _said(reply: dict[str, Any], p: float) -> RawCompletion:
     return RawCompletion(text=text, logprobs=tuple((t, math.log(p)) for t in pieces))
 
 
-def _answered(messages: tuple[Message, ...]) -> bool:
-    return '"result"' in messages[-1].content or "5.0" in messages[-1].content
-
-
 def _caller(*confidences: float, bs: tuple[int, ...] = (3,)) -> FunctionModel:
     """Calls add(2, b) with the confidences (and b values) in turn, one per sample, then
     answers once it has seen a result."""
     count = [0]
 
     def reply(messages: tuple[Message, ...], info: CallInfo) -> RawCompletion:
-        if _answered(messages):
+        if answered(messages):
             return _said(final("done"), 0.99)
         i = count[0]
         count[0] += 1
         return _said(call("add", a=2, b=bs[i % len(bs)]), confidences[i % len(confidences)])
 
     return FunctionModel(reply)
-
-
-class Adder:
-    def __init__(self) -> None:
-        self.ran: list[tuple[float, float]] = []
-
-    def add(self, a: float, b: float) -> float:
-        """Add two numbers."""
-        self.ran.append((a, b))
-        return a + b
 
 
 async def test_an_unsure_first_call_is_not_run_and_the_run_abstains() -> None:

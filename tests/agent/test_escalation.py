@@ -15,34 +15,18 @@ from closedloop.control import ActuatorSchedule, BetaStop, FixedVotes, WindowSto
 from closedloop.feedback import MemoryStore, SQLiteStore, ThresholdStates
 from closedloop.models import CallInfo, FunctionModel, Message
 
-from .conftest import call, final, make_agent
+from .conftest import Adder, answered, call, final, make_agent
 
 
 def _votes(k: int) -> ActuatorSchedule:
     return ActuatorSchedule(votes=schedule_votes(0.9, k, k))
 
 
-def _answered(messages: tuple[Message, ...]) -> bool:
-    return '"result"' in messages[-1].content or "5.0" in messages[-1].content
-
-
-class Adder:
-    """The ``add`` tool, remembering every call that ran."""
-
-    def __init__(self) -> None:
-        self.ran: list[tuple[float, float]] = []
-
-    def add(self, a: float, b: float) -> float:
-        """Add two numbers."""
-        self.ran.append((a, b))
-        return a + b
-
-
 def _steady(name: str = "steady") -> FunctionModel:
     """Always the same call, then the answer: its samples always agree."""
 
     def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
-        return final("5") if _answered(messages) else call("add", a=2, b=3)
+        return final("5") if answered(messages) else call("add", a=2, b=3)
 
     return FunctionModel(reply, name=name)
 
@@ -53,7 +37,7 @@ def _split(pattern: tuple[int, ...], name: str = "weak") -> FunctionModel:
     count = [0]
 
     def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
-        if _answered(messages):
+        if answered(messages):
             return final("5")
         b = pattern[count[0] % len(pattern)]
         count[0] += 1

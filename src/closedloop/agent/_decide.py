@@ -13,13 +13,13 @@ makes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..control import Protocol as DefenceProtocol
 from ._early import early_handover
+from ._escalation import sample_confidence
 from ._fold import Edit, Signed
 from ._propose import validate
 from ._records import HaltReason
@@ -163,16 +163,10 @@ def abstention(run: Run, reply: ModelReply) -> Abstain | None:
     decision-token probability is below ``Sampling.abstain_below`` (no reading, no
     abstention)."""
     sampling = run.settings.control.sampling
-    floor = sampling.abstain_below
-    confidence = reply.confidence
-    if floor is None or confidence is None or confidence.logprob_low is None:
+    p = sample_confidence(reply.confidence)
+    if p is None or not sampling.abstains(p, reply.proposal.kind, bool(run.state.observations)):
         return None
-    if reply.proposal.kind != "tool" or run.state.observations:
-        return None
-    p = math.exp(confidence.logprob_low)
-    if p >= floor:
-        return None
-    note = f"abstained: the first call's confidence {p:.2f} is below {floor:g}"
+    note = f"abstained: the first call's confidence {p:.2f} is below {sampling.abstain_below:g}"
     return Abstain(sampling.abstain_answer, note)
 
 

@@ -118,10 +118,9 @@ async def draw_until(
 
 def _will_abstain(run: Run, first: Proposal, confidences: Sequence[float | None]) -> bool:
     # A first sample the step will abstain on needs no more samples to vote with.
-    floor = run.settings.control.sampling.abstain_below
-    if floor is None or len(confidences) != 1 or confidences[0] is None:
-        return False
-    return first.kind == "tool" and not run.state.observations and confidences[0] < floor
+    sampling = run.settings.control.sampling
+    acted = bool(run.state.observations)
+    return len(confidences) == 1 and sampling.abstains(confidences[0], first.kind, acted)
 
 
 class _Reply(Protocol):

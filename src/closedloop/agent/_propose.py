@@ -14,7 +14,6 @@ spent.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ..control import ActuatorSettings, Strictness
 from ..control import Protocol as DefenceProtocol
 from ._actions import Proposal, final_tool_schema, parse_proposal
-from ._escalation import climb, draw_until
+from ._escalation import climb, draw_until, sample_confidence
 from ._fold import Noted, Shown, Spent, TakenPending
 from ._gate import ruled
 from ._projection import project as project_state
@@ -291,16 +290,7 @@ async def sample_rung(
     proposals = [parse_proposal(c, native=cfg.native) for c in completions]
     sensed = proposal_confidence(proposals, completions)
     # Dual verification's two samples must agree: a weight never decides between them.
-    weights = (
-        None
-        if dual
-        else [
-            None
-            if c.confidence is None or c.confidence.logprob_low is None
-            else math.exp(c.confidence.logprob_low)
-            for c in completions
-        ]
-    )
+    weights = None if dual else [sample_confidence(c.confidence) for c in completions]
     voted = vote(proposals, weights)
     proposal = voted.proposal
     if voted.note and voted.note not in proposal.notes:

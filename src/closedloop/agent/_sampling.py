@@ -104,6 +104,14 @@ class Sampling:
                 "abstain_answer", self.abstain_answer, "must be a non-empty string"
             )
 
+    def abstains(self, confidence: float | None, kind: str, acted: bool) -> bool:
+        """Whether a proposal of ``kind`` whose first sample reads ``confidence`` is
+        declined: a tool call, before any tool ran, below ``abstain_below``."""
+        floor = self.abstain_below
+        if floor is None or confidence is None or acted:
+            return False
+        return kind == "tool" and confidence < floor
+
     @property
     def cascades(self) -> bool:
         """Whether a proposal may climb the ladder before it runs."""

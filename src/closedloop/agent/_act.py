@@ -1,6 +1,6 @@
 """The act stage: the decision carried out.
 
-A tool call runs through the tool port (``_io.py``) under the tool's own settings,
+A tool call runs through the tool port (``_tool_port.py``) under the tool's own settings,
 handed forward from its last update, in a narrow per-call context; a call the executor
 holds for a human confirmation freezes the task. A final answer is accepted only when
 every required field is filled and valid (a field reserved for a tool must equal that
@@ -22,9 +22,9 @@ from ._actuators import act_key
 from ._decide import Answer, Call, CloseOnRepeat, Decided, HandOver
 from ._fold import Edit, Filled, Noted, Signed, field_errors
 from ._handover import freeze
-from ._io import CallContext, ToolRun
 from ._protocols import same_value
 from ._state import field_problems
+from ._tool_port import CallContext, ToolRun
 from ._view import ModelReply, View
 
 if TYPE_CHECKING:

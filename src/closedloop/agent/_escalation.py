@@ -26,7 +26,7 @@ from ..decision import escalate
 from ..feedback import StateStore, ThresholdStates
 from ..models import Confidence
 from ._actions import Proposal, parse_proposal
-from ._io import ModelCall, new_usage
+from ._model_port import ModelCall, new_usage
 from ._protocols import proposal_key
 from ._records import HaltReason, RungUsage, RunUsageSummary, StepRecord
 from ._run import Run

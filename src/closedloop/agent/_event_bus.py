@@ -40,7 +40,7 @@ from ..perception import Observation, ObservationStatus
 from ._health import ToolHealth
 from ._reads import http_status
 
-__all__ = ["BusHealing", "fault_event"]
+__all__ = ["BusHealing", "Healed", "fault_event"]
 
 
 def fault_event(
@@ -84,31 +84,41 @@ def fault_event(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Healed:
+    """What the answers to one fault event did, for the step's record, and why the call
+    must hand the run over (None: it goes on)."""
+
+    acted: tuple[str, ...] = ()
+    escalation: str | None = None
+
+
 @dataclass(slots=True)
 class BusHealing:
     """One run's use of an event bus: publish a tool's faults, apply the answers.
 
-    ``floors`` are the timeouts widened so far, by tool; ``escalation`` why the current
-    call must hand the run over (None: it goes on).
+    ``floors`` are the timeouts widened so far, by tool.
     """
 
     bus: EventBus
     health: ToolHealth | None
     floors: dict[str, float] = field(default_factory=dict)
-    escalation: str | None = None
 
     def timeout_s(self, tool: str, timeout_s: float) -> float:
         """The tool's timeout with the floor a widening action set for it."""
         return max(timeout_s, self.floors.get(tool, 0.0))
 
-    async def heal(self, event: FaultEvent, *, fixed_timeout: bool) -> list[str]:
-        """Publish ``event``, apply every healing action its handlers answer with; what
-        was done, for the step's record."""
+    async def heal(self, event: FaultEvent, *, fixed_timeout: bool) -> Healed:
+        """Publish ``event``, apply every healing action its handlers answer with."""
         delivery = await self.bus.publish(event)
-        return [
-            self._apply(event.source, action, fixed_timeout=fixed_timeout)
-            for action in delivery.results_of(HealingAction)
-        ]
+        acted: list[str] = []
+        escalation: str | None = None
+        for action in delivery.results_of(HealingAction):
+            acted.append(self._apply(event.source, action, fixed_timeout=fixed_timeout))
+            if action.kind is HealingKind.ESCALATE and escalation is None:
+                # EscalateToHuman's reason opens with what the handover note says already.
+                escalation = action.reason.removeprefix("handed over to a human: ")
+        return Healed(tuple(acted), escalation)
 
     def _apply(self, tool: str, action: HealingAction, *, fixed_timeout: bool) -> str:
         ignored: str | None = None
@@ -127,9 +137,7 @@ class BusHealing:
             else:
                 self.floors[tool] = max(float(widened), self.floors.get(tool, 0.0))
         elif kind is HealingKind.ESCALATE:
-            # EscalateToHuman's reason opens with what the handover note says already.
-            why = action.reason.removeprefix("handed over to a human: ")
-            self.escalation = self.escalation or why
+            pass  # the call hands the run over (``Healed.escalation``)
         else:  # HealingKind.USE_CACHE
             ignored = "the loop keeps no cache of good answers to serve"
         entry = f"event bus: {kind.value} on {tool} ({action.reason})"

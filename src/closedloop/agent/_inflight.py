@@ -15,13 +15,13 @@ import inspect
 import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_non_negative
 from ._records import HaltReason
 
-__all__ = ["Budget", "Deadline", "race"]
+__all__ = ["Budget", "Deadline", "Watch", "race"]
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -129,6 +129,16 @@ def cancel_waiter(cancel: Any) -> Callable[[], Coroutine[Any, Any, Any]] | None:
     if not callable(getattr(cancel, "is_set", None)):
         raise ConfigurationError("cancel", cancel, "must be an asyncio.Event or have is_set()")
     return None
+
+
+class Watch(Protocol):
+    """A run's clock and watchers, which every call is raced against (``_run.Run``)."""
+
+    deadline_s: float
+
+    def elapsed(self) -> float: ...
+
+    def watchers(self) -> dict[HaltReason, Callable[[], Any]]: ...
 
 
 class Deadline:

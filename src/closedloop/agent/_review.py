@@ -12,7 +12,7 @@ from .._validation import require_unit_interval
 from ..models import Model
 from ..perception import Observation, ObservationStatus
 from ._fold import Edit, Noted, Spent
-from ._io import new_usage
+from ._model_port import new_usage
 from ._projection import summarise_observation
 from ._records import ActionCall, RunUsageSummary
 from ._state import PlanStep

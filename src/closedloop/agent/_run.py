@@ -24,12 +24,13 @@ from ._deferred import DeferredRecords
 from ._fold import fold_end, fold_fields
 from ._health import ToolHealth
 from ._inflight import Budget, Deadline, cancel_waiter
-from ._io import ModelPort, ToolPort
+from ._model_port import ModelPort
 from ._protocols import SuccessMemory
 from ._records import HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState, field_problems
 from ._stop import LoopState
+from ._tool_port import ToolPort
 from ._tools import Tool
 from ._trace import TraceSink
 from ._validate import Validator

@@ -1,7 +1,8 @@
 """What an :class:`~closedloop.agent.Agent` fixes for all of its runs, as one frozen value.
 
-Kept apart from the run (``_run.py``) so that the two ports of a step (``_io.py``) can
-name the settings without importing the run that owns them.
+Kept apart from the run (``_run.py``) so that the two ports of a step
+(``_model_port.py``, ``_tool_port.py``) can name the settings without importing the run
+that owns them.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from closedloop import RunLimits, Runtime
 from closedloop.agent import stop_on_no_progress, stop_on_repeats
 from closedloop.models import CallInfo, ModelBase, RawCompletion
 from closedloop.perception import Observation
@@ -118,15 +119,15 @@ def serve(port_file: Path, db: Path, runs_dir: Path, synchronous: str) -> None:
         eso_min_samples=3, protocol_thresholds=(0.3, 0.5, 0.7), hysteresis=0.0
     )
     registry = AgentRegistry()
-    registry.register("calc", lambda ctx: Agent(ctx.model, [add], store=ctx.store))
+    registry.register("calc", lambda ctx: Agent(ctx.model, [add], runtime=Runtime(store=ctx.store)))
     registry.register(
         "sensor",
         lambda ctx: Agent(
             ctx.model,
             [probe],
-            store=ctx.store,
             control=sensor_control,
-            stop=stop_on_no_progress(20) | stop_on_repeats(2),
+            runtime=Runtime(store=ctx.store),
+            limits=RunLimits(stop=stop_on_no_progress(20) | stop_on_repeats(2)),
         ),
     )
     settings = ServerSettings(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from closedloop import Agent, mcp_server
+from closedloop import Agent, Runtime, mcp_server
 from closedloop.models import ScriptedModel
 
 SERVER = Path(__file__).with_name("mcp_weather_server.py")
@@ -31,7 +31,7 @@ def main() -> None:
             {"final": "Paris: 18.5 C and cloudy, umbrella booked; no forecast for Atlantis."},
         ]
     )
-    agent = Agent(model, tools=[weather], trace=False)
+    agent = Agent(model, tools=[weather], runtime=Runtime(trace=False))
     for name, tool in agent.tools.items():
         print(f"tool {name}: {tool.effect.value}")
     result = agent.run_sync("Weather in Paris and Atlantis; book an umbrella if it rains.")

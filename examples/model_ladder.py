@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from closedloop import Agent, tool
+from closedloop import Agent, Runtime, tool
 from closedloop.models import CallInfo, FunctionModel, Message, ModelLadder
 
 
@@ -44,7 +44,7 @@ ladder = ModelLadder.of(
     [FunctionModel(small_reply, name="small"), FunctionModel(strong_reply, name="strong")],
     prices=[0.01, 0.1],
 )
-agent = Agent(ladder, tools=[convert], trace=False)
+agent = Agent(ladder, tools=[convert], runtime=Runtime(trace=False))
 result = agent.run_sync("How much is 100 euros in US dollars?")
 
 for step in result.steps:

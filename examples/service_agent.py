@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from closedloop import Agent
+from closedloop import Agent, Runtime
 from closedloop.feedback import SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message
 from closedloop.server import AgentContext, AgentRegistry, ApiKeys, ServerSettings, create_app
@@ -49,7 +49,7 @@ def reply(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
 
 def calc_agent(ctx: AgentContext) -> Agent:
     # The service hands each run its model and the calling key's own store.
-    return Agent(ctx.model, [add], store=ctx.store)
+    return Agent(ctx.model, [add], runtime=Runtime(store=ctx.store))
 
 
 async def create_key(store_url: str) -> str:

@@ -47,6 +47,7 @@ EXPECTED: dict[str, set[str]] = {
         "ReconciliationRequiredError",
         "RunLimits",
         "RunResult",
+        "Runtime",
         "SchemaCompileError",
         "Secret",
         "SecretUnavailableError",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .agent import ModelSettings as ModelSettings
     from .agent import RunLimits as RunLimits
     from .agent import RunResult as RunResult
+    from .agent import Runtime as Runtime
     from .agent import run_agent as run_agent
     from .agent import stop_after_delay as stop_after_delay
     from .agent import stop_after_steps as stop_after_steps
@@ -56,6 +57,7 @@ _agent_all = [
     "ModelSettings",
     "RunLimits",
     "RunResult",
+    "Runtime",
     "run_agent",
     "stop_after_delay",
     "stop_after_steps",

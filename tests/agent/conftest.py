@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from closedloop.agent import Agent, MemoryTrace, RunResult
+from closedloop.agent import Agent, MemoryTrace, RunResult, Runtime
 from closedloop.models import CallInfo, FunctionModel, Message, ScriptedModel
 
 
@@ -84,9 +85,12 @@ def plain(result: RunResult | None) -> RunResult | None:
 
 
 def make_agent(model: Any, tools: Sequence[Any], **options: Any) -> tuple[Agent, MemoryTrace]:
+    """An agent whose trace is kept in memory, unless ``runtime`` names another trace."""
     trace = MemoryTrace()
-    options.setdefault("trace", trace)
-    return Agent(model, tools, **options), trace
+    runtime = options.pop("runtime", None) or Runtime()
+    if runtime.trace is None:
+        runtime = dataclasses.replace(runtime, trace=trace)
+    return Agent(model, tools, runtime=runtime, **options), trace
 
 
 ReplyFn = Callable[[tuple[Message, ...], CallInfo], Any]

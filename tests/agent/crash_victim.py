@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from closedloop import Runtime
 from closedloop.agent import Agent, RequiredField, RunLimits, Task, as_tool
 from closedloop.execution import AtomicAction, EffectClass, Reconciliation
 from closedloop.models import CallInfo, FunctionModel, Message
@@ -127,7 +128,10 @@ async def main(argv: list[str]) -> None:
     store = KillingStore(inner, crash)
     tool = as_tool(order_action(inner, world, crash), fills={"order_id": "order_id"})
     agent = Agent(
-        model(customer, sku), [tool], store=store, trace=trace, limits=RunLimits(max_steps=6)
+        model(customer, sku),
+        [tool],
+        limits=RunLimits(max_steps=6),
+        runtime=Runtime(store=store, trace=trace),
     )
     task = Task(
         "place one order",

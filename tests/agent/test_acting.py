@@ -39,9 +39,9 @@ async def storm_run(clock: FakeClock, world: Flaky, read_retry: ReadRetry, **opt
     agent, _ = make_agent(
         scripted(call("lookup", city="Paris"), final("21")),
         [world.lookup],
-        read_retry=read_retry,
         runtime=Runtime(clock=clock, sleep=clock.sleep),
         **options,
+        control=ControlConfig(read_retry=read_retry),
     )
     return await agent.run("weather in Paris")
 
@@ -258,8 +258,7 @@ async def test_a_run_whose_tool_is_down_is_handed_over_early(clock: FakeClock) -
                 health=HealthSettings(failure_threshold=2, recovery_s=60.0),
                 early_handover=early,
             ),
-            limits=RunLimits(max_steps=6),
-            stop=stop_on_no_progress(10),
+            limits=RunLimits(max_steps=6, stop=stop_on_no_progress(10)),
             runtime=Runtime(clock=clock, sleep=clock.sleep),
         )
         result = await agent.run("weather in Paris")
@@ -288,8 +287,7 @@ async def test_a_run_whose_estimate_says_it_cannot_finish_is_handed_over(
             scripted(*(call("lookup", city=f"city {i}") for i in range(12))),
             [world.lookup],
             control=ControlConfig(protocols=False, early_handover=early),
-            limits=RunLimits(max_steps=12),
-            stop=stop_on_no_progress(20),
+            limits=RunLimits(max_steps=12, stop=stop_on_no_progress(20)),
             runtime=Runtime(clock=clock, sleep=clock.sleep),
         )
         result = await agent.run("weather in twelve cities")

@@ -25,6 +25,7 @@ from closedloop.agent import (
     PlanExecute,
     PlanReview,
     ReAct,
+    ReadRetry,
     RunLimits,
     Runtime,
     run_agent,
@@ -94,13 +95,38 @@ def test_the_first_agent_is_a_model_tools_and_a_task() -> None:
     assert result.error is None
 
 
-def test_agent_takes_about_ten_keyword_only_options() -> None:
+def test_agent_takes_at_most_ten_parameters() -> None:
     parameters = inspect.signature(Agent.__init__).parameters
     positional = [p for p in parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     keyword = [p for p in parameters.values() if p.kind is p.KEYWORD_ONLY]
     assert [p.name for p in positional] == ["self", "model", "tools"]
-    assert len(keyword) <= 13
-    assert parameters["stop"].default is DEFAULT_STOP
+    assert len(positional) - 1 + len(keyword) <= 10
+    assert RunLimits().stop is DEFAULT_STOP
+
+
+def test_a_bad_runtime_or_limits_value_is_named() -> None:
+    with pytest.raises(ConfigurationError, match="store"):
+        Runtime(store="sqlite:///x.db")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="secrets"):
+        Runtime(secrets="API_TOKEN")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="stop"):
+        RunLimits(stop=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="read_retry"):
+        ControlConfig(read_retry=True)  # type: ignore[arg-type]
+
+
+def test_the_moved_options_reach_the_loop() -> None:
+    store = MemoryStore()
+    agent = Agent(
+        scripted(final("4")),
+        [add],
+        limits=RunLimits(stop=None),
+        control=ControlConfig(read_retry=ReadRetry(repeats_after_fault=5)),
+        runtime=Runtime(store=store, trace=False),
+    )
+    assert agent.store is store and agent.trace is False
+    assert agent.settings.read_retry.repeats_after_fault == 5
+    assert agent.settings.stop == stop_after_steps(12)
 
 
 class Weather(BaseModel):
@@ -110,13 +136,17 @@ class Weather(BaseModel):
 
 def test_output_type_parses_a_json_answer_into_the_type() -> None:
     model = scripted(final('{"city": "Paris", "celsius": 12.5}'))
-    result = Agent(model, [add], output_type=Weather, trace=False).run_sync("weather?")
+    result = Agent(model, [add], output_type=Weather, runtime=Runtime(trace=False)).run_sync(
+        "weather?"
+    )
     assert result.success and result.output == Weather(city="Paris", celsius=12.5)
     assert type(result).__name__ == "AgentResult[Weather]"
 
 
 def test_output_type_parses_a_plain_value() -> None:
-    result = Agent(scripted(final("3")), [add], output_type=int, trace=False).run_sync("1+2")
+    result = Agent(
+        scripted(final("3")), [add], output_type=int, runtime=Runtime(trace=False)
+    ).run_sync("1+2")
     assert result.output == 3 and isinstance(result.output, int)
 
 
@@ -197,14 +227,14 @@ async def test_the_default_stop_ends_a_run_without_progress() -> None:
 
 async def test_stop_none_leaves_only_the_limits() -> None:
     model = scripted(*(call("add", a=1, b=1) for _ in range(9)))
-    agent, _ = make_agent(model, [add], stop=None, limits=RunLimits(max_steps=5))
+    agent, _ = make_agent(model, [add], limits=RunLimits(max_steps=5, stop=None))
     result = await agent.run("1+1")
     assert result.halt_reason is HaltReason.STEP_LIMIT and len(result.steps) == 5
 
 
 async def test_limits_tokens_give_each_run_a_fresh_budget() -> None:
     model = scripted(*(call("add", a=i, b=1) for i in range(40)))
-    agent, _ = make_agent(model, [add], limits=RunLimits(tokens=300), stop=None)
+    agent, _ = make_agent(model, [add], limits=RunLimits(tokens=300, stop=None))
     first = await agent.run("count")
     second = await agent.run("count again")
     assert first.halt_reason is HaltReason.BUDGET and second.halt_reason is HaltReason.BUDGET
@@ -218,7 +248,7 @@ def test_a_model_raising_anything_ends_the_run_as_an_error() -> None:
     def reply(messages: tuple[Message, ...], info: CallInfo) -> Any:
         raise RuntimeError("the provider SDK broke")
 
-    result = Agent(FunctionModel(reply), [add], trace=False).run_sync("1+1")
+    result = Agent(FunctionModel(reply), [add], runtime=Runtime(trace=False)).run_sync("1+1")
     assert result.halt_reason is HaltReason.ERROR and not result.success
     assert result.error is not None
     assert (result.error.type, result.error.where) == ("RuntimeError", "model")
@@ -247,7 +277,9 @@ def test_a_bug_in_an_atomic_action_names_the_tool() -> None:
         raise NotImplementedError("charging is not written yet")
 
     action = AtomicAction(name="charge", fn=charge, effect="once")
-    agent = Agent(scripted(call("charge", amount=3), final("done")), [action], trace=False)
+    agent = Agent(
+        scripted(call("charge", amount=3), final("done")), [action], runtime=Runtime(trace=False)
+    )
     result = agent.run_sync("pay")
     assert result.error is not None and result.error.tool == "charge"
     assert result.error.type == "NotImplementedError" and result.error.programming_error
@@ -258,7 +290,9 @@ def test_a_failing_store_ends_the_run_as_an_error() -> None:
         async def put(self, *args: Any, **kwargs: Any) -> Any:
             raise StoreUnavailableError("disk full")  # the task is created; its saves fail
 
-    agent = Agent(scripted(call("add", a=1, b=2), final("3")), [add], store=FullDisk())
+    agent = Agent(
+        scripted(call("add", a=1, b=2), final("3")), [add], runtime=Runtime(store=FullDisk())
+    )
     result = agent.run_sync("1+2", trace=False)
     assert result.halt_reason is HaltReason.ERROR and result.error is not None
     assert result.error.type == "StoreUnavailableError" and result.error.where == "store"
@@ -270,7 +304,7 @@ def test_a_store_failing_before_the_first_step_is_a_recorded_end_too() -> None:
             raise StoreUnavailableError("redis://127.0.0.1:6379 is unreachable")
 
     model = scripted(final("3"))
-    result = Agent(model, [add], store=Down(), trace=False).run_sync("1+2")
+    result = Agent(model, [add], runtime=Runtime(store=Down(), trace=False)).run_sync("1+2")
     assert result.halt_reason is HaltReason.ERROR and result.steps == []
     assert result.error is not None and result.error.where == "store"
     assert model.calls == []  # nothing ran
@@ -280,7 +314,7 @@ def test_iter_sync_returns_the_error_result_instead_of_raising() -> None:
     def reply(messages: tuple[Message, ...], info: CallInfo) -> Any:
         raise KeyError("choices")
 
-    records = Agent(FunctionModel(reply), [add], trace=False).iter_sync("1+1")
+    records = Agent(FunctionModel(reply), [add], runtime=Runtime(trace=False)).iter_sync("1+1")
     with pytest.raises(StopIteration) as stopped:
         next(records)
     result = stopped.value.value
@@ -289,7 +323,9 @@ def test_iter_sync_returns_the_error_result_instead_of_raising() -> None:
 
 def test_misuse_before_the_run_still_raises() -> None:
     store = MemoryStore()
-    agent = Agent(scripted(final("a"), final("b")), [add], store=store, trace=False)
+    agent = Agent(
+        scripted(final("a"), final("b")), [add], runtime=Runtime(store=store, trace=False)
+    )
     agent.run_sync("first", session_id="s1")
     with pytest.raises(ConfigurationError, match="session_id"):
         agent.run_sync("second", session_id="s1")
@@ -313,7 +349,7 @@ def test_iter_sync_steps_through_a_run_without_an_event_loop() -> None:
 
 
 async def test_iter_gives_the_typed_result_at_the_end() -> None:
-    agent = Agent(scripted(final("7")), [add], output_type=int, trace=False)
+    agent = Agent(scripted(final("7")), [add], output_type=int, runtime=Runtime(trace=False))
     run = agent.iter("7")
     async for _ in run:
         pass
@@ -340,7 +376,9 @@ def test_run_sync_and_resume_sync_are_the_sync_twins() -> None:
         text = messages[-1].content
         return call("sensor", n=1) if "step 1 of" in text else final("n=1")
 
-    agent = Agent(FunctionModel(reply), [sensor], store=store, control=config, trace=False)
+    agent = Agent(
+        FunctionModel(reply), [sensor], control=config, runtime=Runtime(store=store, trace=False)
+    )
     frozen = agent.run_sync("read it")
     assert frozen.halt_reason is HaltReason.HANDOVER and frozen.handover_id is not None
 
@@ -358,9 +396,8 @@ def test_run_agent_is_agent_run_sync_and_can_resume_by_handover_id() -> None:
     options: dict[str, Any] = {
         "model": FunctionModel(reply),
         "tools": [sensor],
-        "store": store,
         "control": config,
-        "trace": False,
+        "runtime": Runtime(store=store, trace=False),
     }
     frozen = run_agent("read it", **options)
     assert frozen.handover_id is not None

@@ -13,6 +13,7 @@ from closedloop.agent import (
     Agent,
     ControlConfig,
     HaltReason,
+    RunLimits,
     Runtime,
     edit_distance_metric,
     stop_on_no_progress,
@@ -72,14 +73,16 @@ async def test_a_new_agent_on_the_same_sqlite_file_is_warm(tmp_path: Path) -> No
     first, _ = make_agent(
         scripted(*(call("flaky_lookup", key=f"k{i}") for i in range(4)), final("x")),
         [flaky_lookup],
-        store=first_store,
+        runtime=Runtime(store=first_store),
     )
     await first.run("look up")
     await first_store.close()
 
     second_store = SQLiteStore(path)
     second, _ = make_agent(
-        scripted(call("flaky_lookup", key="z"), final("y")), [flaky_lookup], store=second_store
+        scripted(call("flaky_lookup", key="z"), final("y")),
+        [flaky_lookup],
+        runtime=Runtime(store=second_store),
     )
     result = await second.run("look up again")
     await second_store.close()
@@ -94,7 +97,7 @@ async def test_high_control_effort_turns_on_strict_decoding_and_heavy_rigour() -
     store = MemoryStore()
     await store.record_put("control", "propose:react", {"errors": [1.0] * 6})
     model = scripted(call("add", a=1, b=2), final("3"))
-    agent, _ = make_agent(model, [add], store=store)
+    agent, _ = make_agent(model, [add], runtime=Runtime(store=store))
     result = await agent.run("1+2")
     first = model.calls[0]
     assert first.response_schema is not None
@@ -133,7 +136,7 @@ async def test_the_tool_actuators_follow_that_tools_controller(clock: FakeClock)
     await store.record_put("control", "shaky", {"errors": [1.0, 1.0, 1.0]})
     model = scripted(call("shaky", n=1), final("1"))
     agent, _ = make_agent(
-        model, [shaky], store=store, runtime=Runtime(clock=clock, sleep=clock.sleep)
+        model, [shaky], runtime=Runtime(clock=clock, sleep=clock.sleep, store=store)
     )
     result = await agent.run("go")
     step = result.steps[0]
@@ -199,7 +202,10 @@ async def test_the_eso_raises_the_protocol_as_quality_drops() -> None:
 
     model = FunctionModel(reply)
     agent, _ = make_agent(
-        model, [sensor], control=config, stop=stop_on_no_progress(9) | stop_on_repeats(2)
+        model,
+        [sensor],
+        control=config,
+        limits=RunLimits(stop=stop_on_no_progress(9) | stop_on_repeats(2)),
     )
     result = await agent.run("read the sensor")
     steps = result.steps[:3]
@@ -242,6 +248,11 @@ def test_bad_control_settings_name_themselves(options: dict[str, Any]) -> None:
 
 
 def test_protocols_can_be_switched_off() -> None:
-    agent = Agent(scripted(final("x")), [add], control=ControlConfig(protocols=False), trace=False)
+    agent = Agent(
+        scripted(final("x")),
+        [add],
+        control=ControlConfig(protocols=False),
+        runtime=Runtime(trace=False),
+    )
     assert agent.settings.control.protocols is False
     assert HaltReason.FINAL.value == "final"

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from closedloop import Runtime
 from closedloop.agent import (
     Agent,
     ControlConfig,
@@ -54,11 +55,9 @@ def agent(store: SQLiteStore) -> Agent:
     return Agent(
         FunctionModel(reply, name="sensor"),
         [probe],
-        store=store,
         control=CONTROL,
-        trace=False,
-        stop=stop_on_no_progress(20) | stop_on_repeats(2),
-        limits=RunLimits(max_steps=12),
+        limits=RunLimits(max_steps=12, stop=stop_on_no_progress(20) | stop_on_repeats(2)),
+        runtime=Runtime(store=store, trace=False),
     )
 
 

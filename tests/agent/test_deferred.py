@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from closedloop import StaleStateError
+from closedloop.agent import Runtime
 from closedloop.agent._deferred import DeferredRecords, RidingWrites
 from closedloop.agent._state import StateHandle, TaskState
 from closedloop.execution import AtomicAction, EffectClass, EffectLedger, EffectStatus
@@ -46,7 +47,7 @@ async def test_a_step_costs_one_state_commit_with_its_hints(tmp_path: Path) -> N
     store = CountingStore(tmp_path / "state.db")
     try:
         model = scripted(call("lookup", city="Paris"), call("lookup", city="Rome"), final("ok"))
-        agent, _ = make_agent(model, [lookup], store=store)
+        agent, _ = make_agent(model, [lookup], runtime=Runtime(store=store))
         result = await agent.run("weather")
         assert result.success
         hints = [
@@ -102,7 +103,7 @@ async def test_a_once_effect_step_costs_two_synced_commits(tmp_path: Path) -> No
     try:
         book = AtomicAction(name="lookup", fn=lookup, effect=EffectClass.ONCE)
         model = scripted(call("lookup", city="Paris"), call("lookup", city="Rome"), final("ok"))
-        agent, _ = make_agent(model, [book], store=store)
+        agent, _ = make_agent(model, [book], runtime=Runtime(store=store))
         before = store.stats.commits
         result = await agent.run("weather")
         assert result.success and len(result.steps) == 3

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import ControlConfig, RiskControl, Sampling
+from closedloop.agent import ControlConfig, RiskControl, Runtime, Sampling
 from closedloop.control import ActuatorSchedule, BetaStop, FixedVotes, WindowStop, schedule_votes
 from closedloop.feedback import MemoryStore, SQLiteStore, ThresholdStates
 from closedloop.models import CallInfo, FunctionModel, Message
@@ -139,7 +139,10 @@ def _risky(store: Any, weak: FunctionModel, strong: FunctionModel) -> Any:
     risk = RiskControl(alpha=0.1, ki=0.1, start=0.5)
     sampling = Sampling(stop=FixedVotes(k=3), risk=risk)
     agent, _ = make_agent(
-        [weak, strong], [Adder().add], control=ControlConfig(sampling=sampling), store=store
+        [weak, strong],
+        [Adder().add],
+        control=ControlConfig(sampling=sampling),
+        runtime=Runtime(store=store),
     )
     return agent
 

@@ -73,8 +73,7 @@ async def bus_run(
         model or scripted(call("lookup", city="Paris"), cycle=True),
         [tool],
         control=ControlConfig(health=health),
-        limits=RunLimits(max_steps=max_steps),
-        stop=stop_on_no_progress(20),
+        limits=RunLimits(max_steps=max_steps, stop=stop_on_no_progress(20)),
         runtime=Runtime(clock=clock, wall_clock=clock, sleep=clock.sleep, events=bus),
     )
     return agent, await agent.run("weather in Paris")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import Agent, ControlConfig, HaltReason, Task, TaskState
+from closedloop.agent import Agent, ControlConfig, HaltReason, Runtime, Task, TaskState
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import HandoverQueue, HandoverStatus, MemoryStore, SQLiteStore, StateStore
 from closedloop.models import CallInfo, FunctionModel, Message
@@ -66,7 +66,7 @@ def _model() -> FunctionModel:
 
 
 async def _frozen(store: StateStore, desk: Desk) -> tuple[Agent, str, Any]:
-    agent, _ = make_agent(_model(), desk.tools(), store=store, control=HANDOVER)
+    agent, _ = make_agent(_model(), desk.tools(), control=HANDOVER, runtime=Runtime(store=store))
     result = await agent.run(Task(prompt="Book a room on Friday.", task_id="t_desk"))
     assert result.halt_reason is HaltReason.HANDOVER and not result.success
     assert result.handover_id is not None and desk.booked == []
@@ -163,7 +163,9 @@ async def test_the_queue_and_the_frozen_state_survive_a_restart(tmp_path: Path) 
     reopened = SQLiteStore(path)
     try:
         await HandoverQueue(reopened).decide(handover_id, "approve")
-        fresh, _ = make_agent(_model(), desk.tools(), store=reopened, control=HANDOVER)
+        fresh, _ = make_agent(
+            _model(), desk.tools(), control=HANDOVER, runtime=Runtime(store=reopened)
+        )
         result = await fresh.resume(handover_id)
     finally:
         await reopened.close()
@@ -185,7 +187,7 @@ async def test_an_action_that_needs_confirmation_is_handed_over_then_confirmed()
         return call("pay", amount=12.5) if _step(messages) == 1 else final("paid")
 
     store = MemoryStore()
-    agent, _ = make_agent(FunctionModel(reply), [action], store=store)
+    agent, _ = make_agent(FunctionModel(reply), [action], runtime=Runtime(store=store))
     frozen = await agent.run("Pay the invoice.")
     assert frozen.halt_reason is HaltReason.HANDOVER and paid == []
     assert frozen.handover_id is not None
@@ -216,7 +218,11 @@ async def test_a_plan_step_frozen_for_handover_resumes_in_place() -> None:
 
     store = MemoryStore()
     agent, _ = make_agent(
-        FunctionModel(reply), desk.tools(), store=store, control=HANDOVER_SOON, mode="plan_execute"
+        FunctionModel(reply),
+        desk.tools(),
+        control=HANDOVER_SOON,
+        mode="plan_execute",
+        runtime=Runtime(store=store),
     )
     frozen = await agent.run("Book a room on Friday.")
     assert frozen.halt_reason is HaltReason.HANDOVER and desk.booked == []

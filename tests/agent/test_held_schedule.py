@@ -82,8 +82,7 @@ async def test_every_reader_sees_the_held_u_while_errors_drive_the_pid(
         model,
         [world.lookup],
         control=held(),
-        store=await hot_store(),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
     )
     result = await agent.run("weather in Paris")
     assert len(result.steps) >= 3

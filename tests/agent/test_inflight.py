@@ -73,8 +73,8 @@ async def test_a_stop_after_delay_policy_also_bounds_calls_in_flight(clock: Fake
     agent, _ = make_agent(
         _hanging_model(asyncio.Event()),
         [add],
-        stop=stop_after_delay(5),
         runtime=Runtime(clock=clock, sleep=clock.sleep),
+        limits=RunLimits(stop=stop_after_delay(5)),
     )
     result = await agent.run("2+2")
     assert result.halt_reason is HaltReason.DEADLINE and clock.slept == [5.0]
@@ -107,7 +107,9 @@ async def test_a_budget_spent_elsewhere_ends_a_call_in_flight() -> None:
 async def test_the_runs_own_spending_stops_it_between_steps() -> None:
     budget = Budget(tokens=300)
     model = scripted(*(call("add", a=i, b=1) for i in range(10)))
-    agent, _ = make_agent(model, [add], stop=stop_on_no_progress(20) | stop_on_repeats(2))
+    agent, _ = make_agent(
+        model, [add], limits=RunLimits(stop=stop_on_no_progress(20) | stop_on_repeats(2))
+    )
     result = await agent.run("count", budget=budget)
     assert result.halt_reason is HaltReason.BUDGET
     assert budget.tokens_used >= 300 and len(result.steps) < 10

@@ -14,6 +14,7 @@ from closedloop.agent import (
     ReviewRequest,
     ReviewVerdict,
     RunLimits,
+    Runtime,
     Task,
     TaskState,
     stop_on_no_progress,
@@ -42,7 +43,9 @@ async def test_plan_execute_calls_the_model_only_to_plan_and_to_answer() -> None
         final("374.15"),
     )
     store = MemoryStore()
-    agent, _ = make_agent(model, [convert_temperature, add], mode="plan_execute", store=store)
+    agent, _ = make_agent(
+        model, [convert_temperature, add], mode="plan_execute", runtime=Runtime(store=store)
+    )
     result = await agent.run(Task(prompt="100 C in kelvin, plus one", task_id="p1"))
     assert result.success and result.answer == "374.15"
     assert len(model.calls) == 2
@@ -116,9 +119,9 @@ async def test_replans_are_counted_and_bounded() -> None:
     agent, _ = make_agent(
         model,
         [lookup],
-        store=store,
         mode=PlanExecute(max_replans=2),
-        stop=stop_on_no_progress(50) | stop_on_repeats(2),
+        runtime=Runtime(store=store),
+        limits=RunLimits(stop=stop_on_no_progress(50) | stop_on_repeats(2)),
     )
     result = await agent.run(Task(prompt="find it", task_id="p2"))
     assert result.halt_reason is HaltReason.NO_PROGRESS and not result.success

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import ControlConfig, PlainView, StepRecord, plain_view, render_plain
+from closedloop.agent import ControlConfig, PlainView, Runtime, StepRecord, plain_view, render_plain
 from closedloop.agent._plain import risk_label
 
 from .conftest import add, call, final, make_agent, scripted
@@ -157,7 +157,7 @@ async def test_the_run_report_prints_the_plain_view(
         scripted(call("add", a=1, b=2), final("3")),
         [add],
         control=ControlConfig(prior_f_est=0.5),
-        trace=trace,
+        runtime=Runtime(trace=trace),
     )
     result = await agent.run("add")
     assert main(["trace", "show", str(tmp_path / "run")]) == 0

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import ControlConfig, FingerprintCache, MemoryTrace, prewarm
+from closedloop.agent import ControlConfig, FingerprintCache, MemoryTrace, Runtime, prewarm
 from closedloop.agent._control import ControllerBank, TaskControl
 from closedloop.agent._prewarm import query_features, query_key, seed_history, trace_with_notes
 from closedloop.control import Protocol
@@ -111,7 +111,9 @@ async def test_notes_reach_the_first_record_of_the_trace() -> None:
     config = ControlConfig(gains=Path("/nonexistent/gains.json"), gain_key="x")
     assert config.gain_warning is not None
     sink = trace_with_notes(inner, [config.gain_warning, ""])
-    agent, _ = make_agent(scripted(call("add", a=1, b=1), final("2")), [add], trace=sink)
+    agent, _ = make_agent(
+        scripted(call("add", a=1, b=1), final("2")), [add], runtime=Runtime(trace=sink)
+    )
     result = await agent.run("sum")
     assert inner.records[0].notes[0] == config.gain_warning
     assert all(config.gain_warning not in r.notes for r in inner.records[1:])

@@ -180,7 +180,9 @@ async def test_the_same_call_with_a_fresh_timestamp_each_time_is_a_repeat() -> N
         return call("weather", city="Paris", ts=n, request_id=f"req-{n}")
 
     model = FunctionModel(reply)
-    agent, _ = make_agent(model, [weather], stop=stop_on_no_progress(3) | stop_on_repeats(2))
+    agent, _ = make_agent(
+        model, [weather], limits=RunLimits(stop=stop_on_no_progress(3) | stop_on_repeats(2))
+    )
     result = await agent.run("What's the weather in Paris?")
     assert result.halt_reason is HaltReason.REPEATED_ACTION
     assert len(runs) == 1  # repeats are not run again
@@ -297,8 +299,8 @@ async def test_big_and_old_observations_are_compacted_with_a_note() -> None:
     agent, _ = make_agent(
         model,
         [listing],
-        stop=stop_on_no_progress(10) | stop_on_repeats(2),
         context=ContextSettings(observation_chars=800),
+        limits=RunLimits(stop=stop_on_no_progress(10) | stop_on_repeats(2)),
     )
     result = await agent.run("Read the listing.")
     assert result.success
@@ -322,7 +324,9 @@ async def test_failures_of_the_world_become_observations_and_the_run_goes_on() -
         call("flaky", x=4),
         final("4"),
     )
-    agent, _ = make_agent(model, [flaky], stop=stop_on_no_progress(5) | stop_on_repeats(2))
+    agent, _ = make_agent(
+        model, [flaky], limits=RunLimits(stop=stop_on_no_progress(5) | stop_on_repeats(2))
+    )
     result = await agent.run("Get an even number.")
     assert result.success
     first, second, third = result.steps[:3]
@@ -356,8 +360,8 @@ async def test_task_state_is_kept_in_the_store(backend: str, tmp_path: Path) -> 
     agent, _ = make_agent(
         model,
         [add],
-        store=store,
         context=ContextSettings(required_fields={"total": {"type": "number"}}),
+        runtime=Runtime(store=store),
     )
     try:
         result = await agent.run(Task(prompt="2+3", task_id="t_8f31", required_fields=["total"]))
@@ -383,7 +387,9 @@ async def test_a_lost_compare_and_set_ends_the_run_as_an_error() -> None:
         await store.update("t1", lambda snap: {**snap.to_dict(), "phase": "hijacked"})
         return x
 
-    agent, trace = make_agent(scripted(call("meddle", x=1), final("1")), [meddle], store=store)
+    agent, trace = make_agent(
+        scripted(call("meddle", x=1), final("1")), [meddle], runtime=Runtime(store=store)
+    )
     result = await agent.run(Task(prompt="go", task_id="t1"))
     assert result.halt_reason is HaltReason.ERROR and not result.success
     assert result.error is not None and result.error.type == "StaleStateError"
@@ -409,14 +415,20 @@ async def test_trace_true_is_the_default_location(closedloop_home: Path) -> None
     # ``True`` is what a user writes for "a trace, where it usually goes": the agent's
     # own, and a run's ``True`` over an agent built with ``trace=False``.
     for agent, per_run in (
-        (Agent(scripted(call("add", a=1, b=2), final("3")), [add], trace=True), None),
-        (Agent(scripted(call("add", a=1, b=2), final("3")), [add], trace=False), True),
+        (
+            Agent(scripted(call("add", a=1, b=2), final("3")), [add], runtime=Runtime(trace=True)),
+            None,
+        ),
+        (
+            Agent(scripted(call("add", a=1, b=2), final("3")), [add], runtime=Runtime(trace=False)),
+            True,
+        ),
     ):
         result = await agent.run("1+2", trace=per_run)
         assert result.trace_path == str(closedloop_home / "runs" / result.run_id / "trace.jsonl")
         assert [r.step for r in read_trace(Path(result.trace_path))[0]] == [0, 1]
     with pytest.raises(ConfigurationError, match="a path, True, False or None"):
-        await Agent(scripted(final("x")), trace=3).run("x")  # type: ignore[arg-type]
+        await Agent(scripted(final("x")), runtime=Runtime(trace=3)).run("x")  # type: ignore[arg-type]
 
 
 def test_run_agent_is_sync_and_refuses_a_running_loop(tmp_path: Path) -> None:
@@ -431,7 +443,7 @@ def test_run_agent_is_sync_and_refuses_a_running_loop(tmp_path: Path) -> None:
 
     async def inside() -> None:
         with pytest.raises(ConfigurationError, match="inside a running event loop"):
-            run_agent("x", model=scripted(final("x")), trace=False)
+            run_agent("x", model=scripted(final("x")), runtime=Runtime(trace=False))
 
     asyncio.run(inside())
 
@@ -440,8 +452,8 @@ async def test_the_step_limit_is_a_recorded_end() -> None:
     agent = Agent(
         scripted(*(call("add", a=i, b=1) for i in range(10))),
         [add],
-        trace=False,
         limits=RunLimits(max_steps=3),
+        runtime=Runtime(trace=False),
     )
     result = await agent.run("count forever")
     assert result.halt_reason is HaltReason.STEP_LIMIT and not result.success
@@ -465,8 +477,7 @@ async def test_known_causes_get_the_decision_rules_advice_as_a_note() -> None:
     agent, _ = make_agent(
         model,
         _stubbed_tools(),
-        stop=stop_on_no_progress(5) | stop_on_repeats(2),
-        limits=RunLimits(max_steps=5),
+        limits=RunLimits(max_steps=5, stop=stop_on_no_progress(5) | stop_on_repeats(2)),
     )
     result = await agent.run("Find a free room.")
     first_empty = result.steps[0]

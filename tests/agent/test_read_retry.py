@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.agent import ReadRetry, RunLimits, Runtime, stop_on_no_progress, stop_on_repeats
+from closedloop.agent import (
+    ControlConfig,
+    ReadRetry,
+    RunLimits,
+    Runtime,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.agent._reads import is_transient
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import MemoryStore
@@ -52,8 +59,7 @@ async def test_a_503_answer_is_asked_again_with_the_scheduled_delay(clock: FakeC
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -73,8 +79,7 @@ async def test_the_retries_stop_at_the_scheduled_count(clock: FakeClock) -> None
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -104,10 +109,9 @@ async def test_a_real_loop_on_a_failing_read_still_stops(clock: FakeClock) -> No
     agent, _ = make_agent(
         model,
         [world.lookup],
-        read_retry=policy,
-        stop=stop_on_no_progress(50) | stop_on_repeats(2),
-        limits=RunLimits(max_steps=8),
+        limits=RunLimits(max_steps=8, stop=stop_on_no_progress(50) | stop_on_repeats(2)),
         runtime=Runtime(clock=clock, sleep=clock.sleep),
+        control=ControlConfig(read_retry=policy),
     )
     result = await agent.run("weather in Paris")
     # the first try, then one let-through repeat (with its own scheduled retries)
@@ -122,8 +126,7 @@ async def test_a_4xx_is_a_definite_answer(clock: FakeClock) -> None:
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []
@@ -136,9 +139,8 @@ async def test_a_429_waits_for_retry_after_within_the_cap(clock: FakeClock) -> N
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        read_retry=ReadRetry(max_backoff_s=4.0),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
+        control=ControlConfig(read_retry=ReadRetry(max_backoff_s=4.0)),
     )
     result = await agent.run("weather in Paris")
     assert result.steps[0].retries[0]["status"] == "rate_limited"
@@ -152,9 +154,8 @@ async def test_disabled_policy_leaves_the_answer_to_the_model(clock: FakeClock) 
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        read_retry=ReadRetry(enabled=False),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
+        control=ControlConfig(read_retry=ReadRetry(enabled=False)),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []
@@ -171,7 +172,7 @@ async def test_an_effect_answering_503_is_not_retried_by_the_loop(clock: FakeClo
     action = AtomicAction(name="pay", fn=pay, effect=EffectClass.ONCE)
     model = scripted(call("pay", amount=3), final("no"))
     agent, _ = make_agent(
-        model, [action], store=await hot_store("pay"), runtime=Runtime(sleep=clock.sleep)
+        model, [action], runtime=Runtime(sleep=clock.sleep, store=await hot_store("pay"))
     )
     result = await agent.run("pay 3")
     assert len(calls) == 1 and result.steps[0].retries == []
@@ -183,8 +184,7 @@ async def test_an_empty_answer_is_rechecked_when_the_error_is_high(clock: FakeCl
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
     )
     result = await agent.run("weather in Paris")
     step = result.steps[0]
@@ -207,9 +207,8 @@ async def test_an_empty_recheck_can_be_turned_off(clock: FakeClock) -> None:
     agent, _ = make_agent(
         model,
         [world.lookup],
-        store=await hot_store(),
-        read_retry=ReadRetry(recheck_empty=False),
-        runtime=Runtime(clock=clock, sleep=clock.sleep),
+        runtime=Runtime(clock=clock, sleep=clock.sleep, store=await hot_store()),
+        control=ControlConfig(read_retry=ReadRetry(recheck_empty=False)),
     )
     result = await agent.run("weather in Paris")
     assert world.calls == 1 and result.steps[0].retries == []

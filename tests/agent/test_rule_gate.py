@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from closedloop import ConfigurationError
@@ -85,8 +87,7 @@ async def test_the_gate_rises_while_the_fault_persists(clock: FakeClock) -> None
     agent, _ = make_agent(
         model,
         [world.lookup],
-        control=gated(),
-        read_retry=ReadRetry(repeats_after_fault=3),
+        control=dataclasses.replace(gated(), read_retry=ReadRetry(repeats_after_fault=3)),
         limits=RunLimits(max_steps=4),
         runtime=Runtime(clock=clock, sleep=clock.sleep),
     )
@@ -103,8 +104,9 @@ async def test_a_rule_never_repeats_a_call_past_the_repeat_budget(clock: FakeClo
     agent, _ = make_agent(
         model,
         [world.lookup],
-        control=gated(RuleGate(slope=0.0)),
-        read_retry=ReadRetry(repeats_after_fault=1),
+        control=dataclasses.replace(
+            gated(RuleGate(slope=0.0)), read_retry=ReadRetry(repeats_after_fault=1)
+        ),
         limits=RunLimits(max_steps=5),
         runtime=Runtime(clock=clock, sleep=clock.sleep),
     )

@@ -64,9 +64,11 @@ class World:
         return Agent(
             FunctionModel(reply),
             [call_api],
-            store=store,
-            runtime=Runtime(trace_dir=trace_dir),
-            secrets=[Secret("API_TOKEN", resolver=EnvResolver(environ=environ))],
+            runtime=Runtime(
+                trace_dir=trace_dir,
+                store=store,
+                secrets=[Secret("API_TOKEN", resolver=EnvResolver(environ=environ))],
+            ),
             **options,
         )
 
@@ -167,8 +169,7 @@ async def test_an_unknown_reference_ends_the_run_naming_the_secret(tmp_path: Pat
     agent = Agent(
         FunctionModel(lambda m, i: {"tool": "call_api", "arguments": {"token": "{{secret:NOPE}}"}}),
         [call_api],
-        runtime=Runtime(trace_dir=tmp_path),
-        secrets=[Secret.env("API_TOKEN")],
+        runtime=Runtime(trace_dir=tmp_path, secrets=[Secret.env("API_TOKEN")]),
     )
     result = await agent.run("Call the API.")
     assert result.halt_reason is HaltReason.SECRET_UNAVAILABLE
@@ -191,8 +192,7 @@ async def test_a_failing_resolver_ends_the_run_naming_the_secret_not_a_value(
     agent = Agent(
         FunctionModel(lambda m, i: {"tool": "call_api", "arguments": {"token": "{{secret:db}}"}}),
         [call_api],
-        runtime=Runtime(trace_dir=tmp_path),
-        secrets=[Secret("db", resolver=vault)],
+        runtime=Runtime(trace_dir=tmp_path, secrets=[Secret("db", resolver=vault)]),
     )
     result = await agent.run("Call the API.")
     assert result.halt_reason is HaltReason.SECRET_UNAVAILABLE

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from closedloop.agent import RunResult
+from closedloop.agent import RunResult, Runtime
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import SQLiteStore
 
@@ -51,7 +51,7 @@ async def test_a_read_only_step_costs_one_synced_commit(tmp_path: Path) -> None:
         before = store.stats.commits
         cities = ["Paris", "Rome", "Oslo", "Lima"]
         model = scripted(*(call("lookup", city=c) for c in cities), final("ok"))
-        agent, _ = make_agent(model, [lookup], store=store)
+        agent, _ = make_agent(model, [lookup], runtime=Runtime(store=store))
         result = await agent.run("weather")
         assert result.success and len(result.steps) == len(cities) + 1
         assert len(commits) == store.stats.commits - before  # the trace and the counter agree
@@ -76,7 +76,7 @@ async def test_a_step_with_an_irreversible_effect_costs_two_synced_commits(
         before = store.stats.commits
         action = AtomicAction(name="send", fn=send, effect=EffectClass.IRREVERSIBLE)
         model = scripted(*(call("send", city=c) for c in CITIES), final("sent"))
-        agent, _ = make_agent(model, [action], store=store)
+        agent, _ = make_agent(model, [action], runtime=Runtime(store=store))
         result = await agent.run("postcards")
         assert result.success and len(result.steps) == len(CITIES) + 1
         assert len(commits) == store.stats.commits - before
@@ -93,7 +93,7 @@ async def _run_alone(path: Path) -> int:
     try:
         commits = _trace_commits(store)
         model = scripted(*(call("lookup", city=c) for c in CITIES), final("ok"))
-        agent, _ = make_agent(model, [lookup], store=store)
+        agent, _ = make_agent(model, [lookup], runtime=Runtime(store=store))
         assert (await agent.run("weather")).success
         return len(commits)
     finally:
@@ -134,7 +134,7 @@ async def test_group_commit_joins_concurrent_sessions_writes_into_one_commit(
             make_agent(
                 scripted(*(call("lookup", city=c) for c in CITIES), final("ok")),
                 [lookup],
-                store=store,
+                runtime=Runtime(store=store),
             )[0]
             for _ in range(sessions)
         ]

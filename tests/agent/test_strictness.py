@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from closedloop import ConfigurationError
+from closedloop import ConfigurationError, Runtime
 from closedloop.agent import (
     Agent,
     ControlConfig,
@@ -207,14 +207,14 @@ async def test_a_model_that_failed_loosely_in_history_starts_on_the_grammar() ->
     junk = ScriptedModel(
         ["I will add them.", "Sure, adding now.", call("add", a=1, b=2), final("3")], name="tiny"
     )
-    first, _ = make_agent(junk, [add], store=store, limits=RunLimits(max_steps=4))
+    first, _ = make_agent(junk, [add], limits=RunLimits(max_steps=4), runtime=Runtime(store=store))
     await first.run("1+2")
     record = await store.record_get("control", loose_key(junk.name))
     assert record is not None and record.value["errors"][0] == 1.0
     assert junk.calls[0].response_schema is None  # with no record yet, loose first
 
     again = ScriptedModel([call("add", a=1, b=2), final("3")], name="tiny")  # a later run
-    second, _ = make_agent(again, [add], store=store)
+    second, _ = make_agent(again, [add], runtime=Runtime(store=store))
     result = await second.run("1+2 again")
     assert again.calls[0].response_schema is not None
     assert result.steps[0].actuators["strictness_used"] == "strict"
@@ -226,7 +226,7 @@ async def test_a_model_that_answers_loosely_keeps_loose_decoding() -> None:
     store = MemoryStore()
     await store.record_put("control", loose_key("scripted"), {"errors": [0.0, 0.0, 1.0]})
     model = scripted(call("add", a=1, b=2), final("3"))
-    agent, _ = make_agent(model, [add], store=store)
+    agent, _ = make_agent(model, [add], runtime=Runtime(store=store))
     await agent.run("1+2")
     assert model.calls[0].response_schema is None
 
@@ -343,7 +343,7 @@ def test_bad_ladder_settings_are_refused_by_name(name: str, value: Any) -> None:
 
 def test_an_agent_accepts_the_ladder_settings() -> None:
     config = ControlConfig(strictness_prior="reask", max_reasks=2)
-    agent = Agent(scripted(final("x")), [add], control=config, trace=False)
+    agent = Agent(scripted(final("x")), [add], control=config, runtime=Runtime(trace=False))
     assert agent.control.strictness_prior is Strictness.REASK
 
 

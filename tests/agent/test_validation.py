@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from closedloop.agent import HaltReason, ModelSettings, Task, stop_on_no_progress, stop_on_repeats
+from closedloop.agent import (
+    HaltReason,
+    ModelSettings,
+    RunLimits,
+    Task,
+    stop_on_no_progress,
+    stop_on_repeats,
+)
 from closedloop.models import CallInfo, FunctionModel, Message, RawCompletion, ToolCall
 
 from .conftest import (
@@ -85,7 +92,9 @@ async def test_replies_that_are_not_actions_are_refused_with_the_reason() -> Non
         '```json\n{"tool": "add", "a": 1, "b": 2}\n```',  # flattened arguments are read
         final("3"),
     )
-    agent, _ = make_agent(model, [add], stop=stop_on_no_progress(5) | stop_on_repeats(2))
+    agent, _ = make_agent(
+        model, [add], limits=RunLimits(stop=stop_on_no_progress(5) | stop_on_repeats(2))
+    )
     result = await agent.run("1+2")
     assert "the reply is not a JSON action" in result.steps[0].validation_errors[0]
     assert "'arguments' must be a JSON object" in result.steps[1].validation_errors[0]

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from mcp import types
 
-from closedloop import Agent, ConfigurationError
+from closedloop import Agent, ConfigurationError, Runtime
 from closedloop._extras import MissingExtraError
 from closedloop.agent import Tool, as_tool
 from closedloop.agent._actions import action_schema
@@ -201,7 +201,9 @@ def clock_tool() -> str:
 def test_a_toolset_expands_into_its_tools_beside_plain_functions() -> None:
     tools = tools_by_name([FakeToolset("a", "b"), clock_tool])
     assert list(tools) == ["a", "b", "clock_tool"]
-    agent = Agent(ScriptedModel([]), tools=[FakeToolset("a"), clock_tool], trace=False)
+    agent = Agent(
+        ScriptedModel([]), tools=[FakeToolset("a"), clock_tool], runtime=Runtime(trace=False)
+    )
     assert set(agent.tools) == {"a", "clock_tool"}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from closedloop import Agent
+from closedloop import Agent, Runtime
 from closedloop.agent import HaltReason, RunLimits
 from closedloop.integrations import McpServer, mcp_server
 from closedloop.models import FunctionModel, ScriptedModel
@@ -47,7 +47,9 @@ def test_each_tools_effect_class_is_in_the_trace_and_the_result_file(
         [call("lookup", city="Paris"), call("note", text="hi"), {"final": "done"}]
     )
     trace = tmp_path / "run" / "trace.jsonl"
-    result = Agent(model, tools=[server], trace=trace, stop=None).run_sync("Look and note.")
+    result = Agent(
+        model, tools=[server], runtime=Runtime(trace=trace), limits=RunLimits(stop=None)
+    ).run_sync("Look and note.")
     assert result.success, result.message
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     steps = [line for line in lines if line.get("action")]
@@ -74,8 +76,7 @@ def test_a_killed_server_is_reconnected_and_the_retry_is_on_the_step(pidfile: Pi
         return {"final": "18.5 C; apple and apricot"}
 
     model = FunctionModel(model_fn)
-    agent = Agent(model, tools=[shop(pidfile)], trace=False, stop=None,
-                  limits=RunLimits(max_steps=4))  # fmt: skip
+    agent = Agent(model, tools=[shop(pidfile)], limits=RunLimits(max_steps=4, stop=None), runtime=Runtime(trace=False))  # fmt: skip
     result = agent.run_sync("Twice the weather in Paris.")
     assert result.halt_reason is HaltReason.FINAL and result.success, result.message
     first, second = result.steps[0], result.steps[1]
@@ -92,7 +93,9 @@ def test_a_killed_server_is_reconnected_and_the_retry_is_on_the_step(pidfile: Pi
 
 def test_a_call_that_kills_its_server_says_it_was_retried(pidfile: PidFile) -> None:
     model = ScriptedModel([call("crash"), {"final": "gone"}])
-    agent = Agent(model, tools=[shop(pidfile)], trace=False, stop=None)
+    agent = Agent(
+        model, tools=[shop(pidfile)], runtime=Runtime(trace=False), limits=RunLimits(stop=None)
+    )
     result = agent.run_sync("Crash it.")
     crashed = result.steps[0]
     assert crashed.observation is not None and crashed.observation["status"] == "error"

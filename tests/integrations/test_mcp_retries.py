@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from closedloop import Agent
+from closedloop import Agent, Runtime
 from closedloop.agent import RunLimits
 from closedloop.integrations import mcp_server
 from closedloop.models import ScriptedModel
@@ -31,7 +31,12 @@ def test_a_read_answered_after_a_reconnect_says_it_was_retried(
     model = ScriptedModel(
         [{"tool": "crash", "arguments": {"once_marker": str(marker)}}, {"final": "done"}]
     )
-    agent = Agent(model, tools=[server], trace=False, stop=None, limits=RunLimits(max_steps=3))
+    agent = Agent(
+        model,
+        tools=[server],
+        limits=RunLimits(max_steps=3, stop=None),
+        runtime=Runtime(trace=False),
+    )
     listed = len(pidfile.pids())  # the listing's server, closed once listed
     result = agent.run_sync("Ask the server that dies once.")
     assert result.success, result.message

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from closedloop import Agent, ToolError
+from closedloop import Agent, Runtime, ToolError
 from closedloop.agent import HaltReason, RunLimits
 from closedloop.feedback import CircuitBreaker, CircuitState
 from closedloop.integrations import McpServer, mcp_server
@@ -55,10 +55,7 @@ def listed_shop(shop_pids: PidFile) -> McpServer:
 
 
 def agent_on(tools: list[Any], *answers: object) -> Agent:
-    return Agent(
-        ScriptedModel(list(answers)), tools=tools, trace=False, stop=None,
-        limits=RunLimits(max_steps=len(answers) + 1),
-    )  # fmt: skip
+    return Agent(ScriptedModel(list(answers)), tools=tools, limits=RunLimits(max_steps=len(answers) + 1, stop=None), runtime=Runtime(trace=False))  # fmt: skip
 
 
 def observations(result: Any) -> list[dict[str, Any]]:
@@ -303,7 +300,9 @@ def test_a_run_ending_in_error_closes_the_server(
         return call("lookup", city="Paris")
 
     model = FunctionModel(model_fn)
-    agent = Agent(model, tools=[listed_shop], trace=False, stop=None)
+    agent = Agent(
+        model, tools=[listed_shop], runtime=Runtime(trace=False), limits=RunLimits(stop=None)
+    )
     result = agent.run_sync("Look, then break.")
     assert result.halt_reason is HaltReason.ERROR
     assert len(shop_pids.pids()) == started + 1 and shop_pids.alive() == []
@@ -322,7 +321,9 @@ async def test_a_cancelled_run_closes_the_server(
         return call("lookup", city="Paris")
 
     model = FunctionModel(model_fn)
-    agent = Agent(model, tools=[listed_shop], trace=False, stop=None)
+    agent = Agent(
+        model, tools=[listed_shop], runtime=Runtime(trace=False), limits=RunLimits(stop=None)
+    )
     result = await agent.run("Look forever.", cancel=cancel)
     assert result.halt_reason is HaltReason.CANCELLED
     assert len(shop_pids.pids()) == started + 1 and shop_pids.alive() == []
@@ -371,10 +372,7 @@ def test_runs_in_threads_each_get_their_own_connection(
     results: list[Any] = []
 
     def one() -> None:
-        fresh = Agent(
-            ScriptedModel([call("lookup", city="Paris"), final("x")]),
-            tools=[server], trace=False, stop=None,
-        )  # fmt: skip
+        fresh = Agent(ScriptedModel([call("lookup", city="Paris"), final("x")]), tools=[server], runtime=Runtime(trace=False), limits=RunLimits(stop=None))  # fmt: skip
         results.append(fresh.run_sync("Paris?"))
 
     threads = [threading.Thread(target=one) for _ in range(2)]
@@ -392,7 +390,7 @@ def test_runs_in_threads_each_get_their_own_connection(
 def test_a_server_that_cannot_start_fails_naming_its_spec() -> None:
     dying = [sys.executable, "-c", "import sys; sys.stderr.write('no ' + 'config'); sys.exit(2)"]
     with pytest.raises(ToolError) as caught:
-        Agent(ScriptedModel([]), tools=[mcp_server(dying)], trace=False)
+        Agent(ScriptedModel([]), tools=[mcp_server(dying)], runtime=Runtime(trace=False))
     assert "could not be started" in str(caught.value) and "-c" in str(caught.value)
     assert "no config" in str(caught.value)  # its stderr, quoted
     with pytest.raises(ToolError, match="no-such-mcp-command"):

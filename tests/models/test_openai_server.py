@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from closedloop import Agent
+from closedloop import Agent, Runtime
 from closedloop.agent import (
     ActionCall,
     ControlConfig,
@@ -120,7 +120,7 @@ def run_agent(
         model_settings=settings,
         limits=LIMITS,
         control=control,
-        trace=False,
+        runtime=Runtime(trace=False),
     )
     try:
         result = agent.run_sync(TASK)
@@ -153,7 +153,7 @@ def assert_ended_cleanly(result: RunResult, model: Recorder, weather: Weather) -
 
 def test_native_tool_calls_through_the_server(spec: str) -> None:
     # The spec alone picks native tool calling: an OpenAI-compatible server takes tools.
-    assert Agent(spec, trace=False).settings.native
+    assert Agent(spec, runtime=Runtime(trace=False)).settings.native
     result, model, weather = run_agent(
         spec,
         ModelSettings(tool_calling="native", max_tokens=48),

@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from closedloop import Runtime
 from closedloop.agent import Agent, ControlConfig, RunLimits, stop_on_no_progress, stop_on_repeats
 from closedloop.feedback import SQLiteStore, StateStore
 from closedloop.models import CallInfo, FunctionModel, Message
@@ -72,15 +73,14 @@ def sensor_agent(ctx: AgentContext) -> Agent:
     return Agent(
         ctx.model,
         [probe],
-        store=ctx.store,
         control=SENSOR_CONTROL,
-        stop=stop_on_no_progress(20) | stop_on_repeats(2),
-        limits=RunLimits(max_steps=12),
+        limits=RunLimits(max_steps=12, stop=stop_on_no_progress(20) | stop_on_repeats(2)),
+        runtime=Runtime(store=ctx.store),
     )
 
 
 def calc_agent(ctx: AgentContext) -> Agent:
-    return Agent(ctx.model, [add], store=ctx.store)
+    return Agent(ctx.model, [add], runtime=Runtime(store=ctx.store))
 
 
 class RoutingModel(FunctionModel):

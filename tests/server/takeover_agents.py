@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from closedloop import Runtime
 from closedloop.agent import (
     Agent,
     RequiredField,
@@ -101,9 +102,8 @@ def orderer(ctx: AgentContext, *, reconciles: bool) -> Agent:
     return Agent(
         FunctionModel(reply, name="orderer"),
         [as_tool(action, fills={"order_id": "order_id"})],
-        store=ctx.store,
-        stop=stop_on_no_progress(3) | stop_on_repeats(1),
-        limits=RunLimits(max_steps=4),
+        limits=RunLimits(max_steps=4, stop=stop_on_no_progress(3) | stop_on_repeats(1)),
+        runtime=Runtime(store=ctx.store),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from closedloop import Runtime
 from closedloop._exceptions import ConfigurationError, StoreUnavailableError
 from closedloop.execution import AtomicAction, EffectClass, EffectLedger, EffectStatus
 from closedloop.feedback import HandoverQueue, MemoryStore, StateStore
@@ -303,9 +304,8 @@ async def test_without_a_queue_a_pending_effect_at_recovery_waits_for_a_choice(
         return Agent(
             FunctionModel(reply, name="blind"),
             [as_tool(action, fills={"order_id": "order_id"})],
-            store=ctx.store,
-            stop=stop_on_no_progress(3) | stop_on_repeats(1),
-            limits=RunLimits(max_steps=4),
+            limits=RunLimits(max_steps=4, stop=stop_on_no_progress(3) | stop_on_repeats(1)),
+            runtime=Runtime(store=ctx.store),
         )
 
     def task(text: str, ctx: AgentContext) -> Task:

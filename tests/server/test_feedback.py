@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from closedloop import Runtime
 from closedloop.agent import Agent, ControlConfig, RiskControl, Sampling
 from closedloop.control import FixedVotes
 from closedloop.server import AgentContext
@@ -15,7 +16,9 @@ RISK = RiskControl(alpha=0.1, ki=0.1, start=0.5)
 
 def risky_agent(ctx: AgentContext) -> Agent:
     sampling = Sampling(stop=FixedVotes(k=2), risk=RISK)
-    return Agent(ctx.model, [add], store=ctx.store, control=ControlConfig(sampling=sampling))
+    return Agent(
+        ctx.model, [add], control=ControlConfig(sampling=sampling), runtime=Runtime(store=ctx.store)
+    )
 
 
 async def test_feedback_moves_the_threshold_in_the_callers_store(

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from closedloop import Runtime
 from closedloop.agent import Agent, RequiredField, RunLimits, Task, as_tool, stop_on_repeats
 from closedloop.execution import AtomicAction, EffectClass, EffectRecord, Reconciliation
 from closedloop.feedback import RedisStore, SQLiteStore, StateStore
@@ -73,9 +74,8 @@ def orderer(book: OrderBook) -> Callable[[AgentContext], Agent]:
         return Agent(
             FunctionModel(reply, name="orderer"),
             [as_tool(action, fills={"order_id": "order_id"})],
-            store=ctx.store,
-            stop=stop_on_repeats(1),
-            limits=RunLimits(max_steps=4),
+            limits=RunLimits(max_steps=4, stop=stop_on_repeats(1)),
+            runtime=Runtime(store=ctx.store),
         )
 
     return build

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop import ConfigurationError, SessionNotFoundError, StaleStateError
+from closedloop import ConfigurationError, Runtime, SessionNotFoundError, StaleStateError
 from closedloop.agent import Agent, ContextSettings, Task
 from closedloop.feedback import MemoryStore, SQLiteStore
 from closedloop.models import FunctionModel
@@ -182,11 +182,14 @@ def _ctx(store: Any = None, **kw: Any) -> AgentContext:
 
 async def test_the_registry_builds_agents_on_the_callers_store() -> None:
     registry = AgentRegistry()
-    registry.register("calc", lambda ctx: Agent(ctx.model, [add], store=ctx.store))
+    registry.register("calc", lambda ctx: Agent(ctx.model, [add], runtime=Runtime(store=ctx.store)))
 
     async def slow(ctx: AgentContext) -> Agent:
         return Agent(
-            ctx.model, [add], store=ctx.store, context=ContextSettings(required_fields=["total"])
+            ctx.model,
+            [add],
+            context=ContextSettings(required_fields=["total"]),
+            runtime=Runtime(store=ctx.store),
         )
 
     registry.register("slow", slow, description="async factory")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from closedloop import Runtime
 from closedloop.agent import Agent
 from closedloop.models import ScriptedModel
 from closedloop.server import AgentContext, AgentRegistry
@@ -21,7 +22,7 @@ async def test_a_bug_in_a_tool_ends_the_run_record_as_error(make_harness: Harnes
 
     def build(ctx: AgentContext) -> Agent:
         script = [json.dumps({"tool": "broken", "arguments": {"city": "Paris"}})]
-        return Agent(ScriptedModel(script), [broken], store=ctx.store)
+        return Agent(ScriptedModel(script), [broken], runtime=Runtime(store=ctx.store))
 
     registry.register("weather", build)
     harness = await make_harness(registry=registry)

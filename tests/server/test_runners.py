@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from closedloop import RunLimits, Runtime
 from closedloop.agent import Agent, RunResult, Task, TraceSink, stop_on_no_progress, stop_on_repeats
 from closedloop.feedback import StateStore
 from closedloop.models import Model
@@ -24,10 +25,9 @@ class MiniRunner:
         self._agent = Agent(
             model,
             tools,
-            store=store,
-            trace=trace,
             control=SENSOR_CONTROL,
-            stop=stop_on_no_progress(20) | stop_on_repeats(2),
+            runtime=Runtime(store=store, trace=trace),
+            limits=RunLimits(stop=stop_on_no_progress(20) | stop_on_repeats(2)),
         )
 
     async def run(self, task: str, *, session_id: str) -> RunResult:

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from closedloop import Runtime
 from closedloop.agent import (
     Agent,
     RequiredField,
@@ -76,9 +77,8 @@ def orderer(ctx: AgentContext, *, fragile: bool = False) -> Agent:
     return Agent(
         FunctionModel(reply, name="orderer"),
         [as_tool(action, fills={"order_id": "order_id"})],
-        store=ctx.store,
-        stop=stop_on_no_progress(3) | stop_on_repeats(1),
-        limits=RunLimits(max_steps=4),
+        limits=RunLimits(max_steps=4, stop=stop_on_no_progress(3) | stop_on_repeats(1)),
+        runtime=Runtime(store=ctx.store),
     )
 
 

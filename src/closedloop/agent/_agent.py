@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
-from ..execution import Secret
 from ..execution._secret import RunSecrets
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
@@ -43,7 +42,6 @@ from ._health import ToolHealth
 from ._inflight import Budget
 from ._iterate import AgentRun
 from ._options import (
-    DEFAULT_STOP,
     ContextSettings,
     Mode,
     ModelSettings,
@@ -51,19 +49,19 @@ from ._options import (
     PlanReview,
     RunLimits,
     Runtime,
+    Trace,
     mode_of,
 )
 from ._output import OutputParser, OutputT
 from ._prewarm import trace_with_notes
 from ._projection import ProjectionOptions
-from ._reads import ReadRetry
 from ._records import AgentResult, HaltReason, RunResult, StepRecord
 from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
 from ._review import code_reviewer
 from ._run import LoopSettings, Run
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
-from ._stop import StopFn, StopPolicy, as_stop_policy, stop_after_steps
+from ._stop import as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
 from ._twins import TypedRun, finished, no_running_loop, sync_twin
@@ -96,9 +94,6 @@ class _Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
-Trace = TraceSink | str | os.PathLike[str] | bool | None
-
-
 def _group(name: str, value: Any, kind: type[G]) -> G:
     if value is None:
         return kind()
@@ -120,24 +115,11 @@ class Agent(Generic[OutputT]):
 
     The options, each a frozen value with defaults: ``mode`` (``ReAct()``,
     ``PlanExecute(...)``, ``PlanReview(...)`` or a mode's name), ``model_settings``
-    (:class:`ModelSettings`), ``limits`` (:class:`RunLimits`: ``max_steps`` and ``deadline_s``
-    always apply), ``context`` (:class:`ContextSettings`), ``control``
-    (:class:`ControlConfig`: every gain and threshold), ``read_retry`` (:class:`ReadRetry`:
-    how a read that answered with a passing fault is asked again) and ``runtime``
-    (:class:`Runtime`: clocks and sleep, injectable so tests never wait).
-
-    ``stop`` is the one stop policy on top of the limits; its default is
-    ``stop_on_no_progress(3) | stop_on_repeats(2)`` (``DEFAULT_STOP``); ``None`` leaves
-    the limits alone. ``store`` keeps task state, the controllers' history and the handover
-    queue (default: one ``MemoryStore`` per agent). ``trace`` is where each run's steps go:
-    a ``TraceSink``, a JSONL path, ``False`` for none, or ``True`` (the same as the default
-    ``None``) for a JSONL file per run: ``$CLOSEDLOOP_HOME/runs/<run_id>/trace.jsonl``
-    (``CLOSEDLOOP_HOME`` defaults to ``~/.cache/closedloop``), or ``<trace_dir>/<run_id>/``
-    when the runtime names a ``trace_dir``.
-
-    ``secrets`` are the :class:`~closedloop.execution.Secret`s the tools may need: the model
-    is told their references (``{{secret:API_TOKEN}}``) and the tool receives the value,
-    resolved at the call; nothing else ever holds it (docs/how-to/secrets.md).
+    (:class:`ModelSettings`), ``limits`` (:class:`RunLimits`: ``max_steps`` and
+    ``deadline_s`` always apply, and its ``stop`` policy on top of them), ``context``
+    (:class:`ContextSettings`), ``control`` (:class:`ControlConfig`: every gain and
+    threshold, and how a faulty read is asked again) and ``runtime`` (:class:`Runtime`:
+    the store, the trace, the secrets, clocks and sleep, injectable so tests never wait).
     """
 
     def __init__(
@@ -152,24 +134,15 @@ class Agent(Generic[OutputT]):
         limits: RunLimits | None = None,
         context: ContextSettings | None = None,
         control: ControlConfig | None = None,
-        stop: StopPolicy | StopFn | None = DEFAULT_STOP,
-        read_retry: ReadRetry | None = None,
-        store: StateStore | None = None,
-        trace: Trace = None,
         runtime: Runtime | None = None,
-        secrets: Iterable[Secret] = (),
     ) -> None:
         self.mode = mode_of(mode)
-        if isinstance(secrets, Secret | str) or not isinstance(secrets, Iterable):
-            raise ConfigurationError("secrets", secrets, "must be a list of Secret values")
-        self.secrets = RunSecrets(secrets).declared  # checked: Secrets, each name once
-        note = RunSecrets(self.secrets).prompt_note()
-        self.model_settings = ms = _group("model_settings", model_settings, ModelSettings)
+        self.model_settings = _group("model_settings", model_settings, ModelSettings)
         self.limits = _group("limits", limits, RunLimits)
-        self.context = ctx = _group("context", context, ContextSettings)
+        self.context = _group("context", context, ContextSettings)
         self.runtime = rt = _group("runtime", runtime, Runtime)
         self.control = _group("control", control, ControlConfig)
-        read_retry = _group("read_retry", read_retry, ReadRetry)
+        self.secrets = RunSecrets(rt.secrets).declared  # checked: Secrets, each name once
         if not isinstance(instructions, str):
             raise ConfigurationError("instructions", instructions, "must be a string")
         self.output_type = output_type
@@ -182,58 +155,11 @@ class Agent(Generic[OutputT]):
             ladder = ModelLadder.of(model)
             self.model = ladder.rungs[0].model
         self.tools = tools_by_name(tools)
-        policy = stop_after_steps(self.limits.max_steps)
-        if stop is not None:
-            policy = policy | as_stop_policy(stop)
-        native = ms.tool_calling == "native" or (
-            ms.tool_calling == "auto"
-            and (
-                isinstance(self.model, OpenAICompatible)
-                or bool(getattr(self.model, "supports_tool_calls", False))
-            )
-        )
-        self.store: StateStore = store if store is not None else MemoryStore()
-        self.required_fields = required_fields_of(ctx.required_fields)
-        self.trace = trace
+        self.store: StateStore = rt.store if rt.store is not None else MemoryStore()
+        self.required_fields = required_fields_of(self.context.required_fields)
+        self.trace = rt.trace
         self.trace_dir = None if rt.trace_dir is None else Path(rt.trace_dir)
-        plan = self.mode if isinstance(self.mode, PlanExecute | PlanReview) else PlanExecute()
-        reviewer = self.mode.reviewer if isinstance(self.mode, PlanReview) else None
-        sendbacks = self.mode.max_sendbacks if isinstance(self.mode, PlanReview) else 2
-        self.settings = LoopSettings(
-            model=self.model,
-            tools=self.tools,
-            mode=self.mode.name,
-            max_steps=self.limits.max_steps,
-            deadline_s=self.limits.deadline_s,
-            stop=policy,
-            control=self.control,
-            max_tokens=ms.max_tokens,
-            temperature=ms.temperature,
-            seed=ms.seed,
-            native=native,
-            verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
-            dual_temperature=ms.dual_temperature,
-            logprobs=_asks_logprobs(ms.logprobs, ladder, self.model),
-            reviewer=reviewer if reviewer is not None else code_reviewer(),
-            max_replans=plan.max_replans,
-            max_plan_steps=plan.max_plan_steps,
-            max_sendbacks=sendbacks,
-            repeat_window=ctx.repeat_window,
-            observation_chars=ctx.observation_chars,
-            keep_observations=ctx.keep_observations,
-            projection=ProjectionOptions(
-                observations=ctx.context_observations,
-                instructions="\n".join(t for t in (instructions, note) if t),
-            ),
-            format_answer=self._output.checked(ctx.format_answer),
-            clock=rt.clock,
-            wall_clock=rt.wall_clock,
-            sleep=rt.sleep,
-            read_retry=read_retry,
-            ladder=ladder if ladder is not None and len(ladder) > 1 else None,
-            secrets=self.secrets,
-            events=rt.events,
-        )
+        self.settings = self._loop_settings(instructions, ladder)
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).
         # Only where a commit costs something: a store whose class writes a save and its
@@ -247,6 +173,59 @@ class Agent(Generic[OutputT]):
         health = self.settings.control.health
         # Tool health outlives a run: a service found down stays down for the next one.
         self._health = None if health is None else ToolHealth(health, self.settings.clock)
+
+    def _loop_settings(self, instructions: str, ladder: ModelLadder | None) -> LoopSettings:
+        """The option groups flattened into the one settings value the loop reads."""
+        ms, ctx, rt, limits = self.model_settings, self.context, self.runtime, self.limits
+        policy = stop_after_steps(limits.max_steps)
+        if limits.stop is not None:
+            policy = policy | as_stop_policy(limits.stop)
+        native = ms.tool_calling == "native" or (
+            ms.tool_calling == "auto"
+            and (
+                isinstance(self.model, OpenAICompatible)
+                or bool(getattr(self.model, "supports_tool_calls", False))
+            )
+        )
+        mode = self.mode
+        plan = mode if isinstance(mode, PlanExecute | PlanReview) else PlanExecute()
+        reviewer = mode.reviewer if isinstance(mode, PlanReview) else None
+        note = RunSecrets(self.secrets).prompt_note()
+        return LoopSettings(
+            model=self.model,
+            tools=self.tools,
+            mode=mode.name,
+            max_steps=limits.max_steps,
+            deadline_s=limits.deadline_s,
+            stop=policy,
+            control=self.control,
+            max_tokens=ms.max_tokens,
+            temperature=ms.temperature,
+            seed=ms.seed,
+            native=native,
+            verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
+            dual_temperature=ms.dual_temperature,
+            logprobs=_asks_logprobs(ms.logprobs, ladder, self.model),
+            reviewer=reviewer if reviewer is not None else code_reviewer(),
+            max_replans=plan.max_replans,
+            max_plan_steps=plan.max_plan_steps,
+            max_sendbacks=mode.max_sendbacks if isinstance(mode, PlanReview) else 2,
+            repeat_window=ctx.repeat_window,
+            observation_chars=ctx.observation_chars,
+            keep_observations=ctx.keep_observations,
+            projection=ProjectionOptions(
+                observations=ctx.context_observations,
+                instructions="\n".join(t for t in (instructions, note) if t),
+            ),
+            format_answer=self._output.checked(ctx.format_answer),
+            clock=rt.clock,
+            wall_clock=rt.wall_clock,
+            sleep=rt.sleep,
+            read_retry=self.control.read_retry,
+            ladder=ladder if ladder is not None and len(ladder) > 1 else None,
+            secrets=self.secrets,
+            events=rt.events,
+        )
 
     def __repr__(self) -> str:
         return (

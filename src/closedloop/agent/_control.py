@@ -49,6 +49,7 @@ from ..feedback import StateStore
 from ..perception import Observation, ObservationStatus, error_edit_distance
 from ._acting import EarlyHandover
 from ._health import HealthSettings
+from ._reads import ReadRetry
 from ._records import ActionCall
 from ._sampling import Sampling
 from ._state import resolve_path
@@ -171,7 +172,8 @@ class ControlConfig:
     tool's recent error makes the next call itself, without a model call. None: the rules'
     advice only reaches the model as a note. ``health`` keeps a circuit breaker and a p95
     latency per tool across the agent's runs (:class:`HealthSettings`): no call into a tool
-    taken as down, and the tool's timeout from its measured latency.
+    taken as down, and the tool's timeout from its measured latency. ``read_retry``
+    (:class:`ReadRetry`) is how a read that answered with a passing fault is asked again.
 
     Acting on the estimate: ``early_handover`` (:class:`EarlyHandover`; None, the
     default: never) hands the task over before a tool call when f_est or the tool's open
@@ -221,6 +223,7 @@ class ControlConfig:
     health: HealthSettings | None = None
     early_handover: EarlyHandover | None = None
     sampling: Sampling = field(default_factory=Sampling)
+    read_retry: ReadRetry = field(default_factory=ReadRetry)
     gain_source: str = field(init=False, default="fixed")
     gain_warning: str | None = field(init=False, default=None)
 
@@ -238,6 +241,8 @@ class ControlConfig:
             raise ConfigurationError("namespace", self.namespace, "must be a non-empty string")
         if not isinstance(self.sampling, Sampling):
             raise ConfigurationError("sampling", self.sampling, "must be a Sampling")
+        if not isinstance(self.read_retry, ReadRetry):
+            raise ConfigurationError("read_retry", self.read_retry, "must be a ReadRetry")
         if not isinstance(self.schedule, ActuatorSchedule):
             raise ConfigurationError("schedule", self.schedule, "must be an ActuatorSchedule")
         # validates all three

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -24,10 +24,12 @@ from .._validation import (
     require_positive,
     require_temperature,
 )
-from ..feedback import EventBus
+from ..execution import Secret
+from ..feedback import EventBus, StateStore
 from ..models import Model
 from ._review import ModelReviewer, Reviewer
-from ._stop import StopPolicy, stop_on_no_progress, stop_on_repeats
+from ._stop import StopFn, StopPolicy, stop_on_no_progress, stop_on_repeats
+from ._trace import TraceSink
 
 __all__ = [
     "DEFAULT_STOP",
@@ -39,14 +41,19 @@ __all__ = [
     "ReAct",
     "RunLimits",
     "Runtime",
+    "Trace",
     "mode_of",
 ]
 
 ToolCalling = Literal["auto", "native", "json"]
 
 DEFAULT_STOP: StopPolicy = stop_on_no_progress(3) | stop_on_repeats(2)
-"""The stop policy of an agent built without ``stop=``: three steps without new
-information, or the same action proposed a third time, end the run."""
+"""The stop policy of ``RunLimits()``: three steps without new information, or the same
+action proposed a third time, end the run."""
+
+Trace = TraceSink | str | os.PathLike[str] | bool | None
+"""Where a run's steps go: a ``TraceSink``, a JSONL path, ``False`` for none, or ``True``
+(the same as ``None``) for a JSONL file per run."""
 
 
 # --- the arrangement of the loop --------------------------------------------------------
@@ -165,20 +172,25 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunLimits:
-    """The hard ends of every run; they apply whatever ``stop=`` says.
+    """When a run ends: the hard limits, and one stop policy on top of them.
 
     ``max_steps`` ends the run with ``step_limit``, ``deadline_s`` (seconds of the run's
     clock) with ``deadline``. ``tokens`` and ``cost`` give each run a fresh budget that ends
     it with ``budget``; a ``Budget`` passed to ``run(budget=...)`` replaces it (one account
-    shared by several runs).
+    shared by several runs). ``stop`` is a :class:`StopPolicy` (or a function of the loop
+    state) that may end a run earlier; its default is ``stop_on_no_progress(3) |
+    stop_on_repeats(2)`` (``DEFAULT_STOP``), and ``None`` leaves only the hard limits.
     """
 
     max_steps: int = 12
     deadline_s: float = 120.0
     tokens: int | None = None
     cost: float | None = None
+    stop: StopPolicy | StopFn | None = DEFAULT_STOP
 
     def __post_init__(self) -> None:
+        if self.stop is not None and not callable(self.stop):
+            raise ConfigurationError("stop", self.stop, "must be a StopPolicy, a function or None")
         require_int_at_least("max_steps", self.max_steps, 1)
         require_positive("deadline_s", self.deadline_s)
         if self.tokens is not None:
@@ -232,6 +244,14 @@ class Runtime:
     tool port publishes each failed attempt's fault event on (a 5xx, a timeout, a 429, a
     drifted answer), applying the healing actions its handlers answer with; None, the
     default: no events, the loop acts on its own estimates only.
+
+    ``store`` keeps task state, the controllers' history and the handover queue (default:
+    one ``MemoryStore`` per agent). ``trace`` is where each run's steps go (:data:`Trace`;
+    the default writes ``trace.jsonl`` under ``trace_dir/<run_id>/``, or under the runs
+    folder of ``$CLOSEDLOOP_HOME``, default ``~/.cache/closedloop``). ``secrets`` are the
+    :class:`~closedloop.execution.Secret`s the tools may need: the model is told their
+    references (``{{secret:API_TOKEN}}``), the tool receives the value at the call, and
+    nothing else ever holds it (docs/how-to/secrets.md).
     """
 
     clock: Callable[[], float] = time.monotonic
@@ -239,8 +259,16 @@ class Runtime:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     trace_dir: str | os.PathLike[str] | None = None
     events: EventBus | None = None
+    store: StateStore | None = None
+    trace: Trace = None
+    secrets: Iterable[Secret] = ()
 
     def __post_init__(self) -> None:
+        if self.store is not None and not isinstance(self.store, StateStore):
+            raise ConfigurationError("store", self.store, "must be a StateStore or None")
+        if isinstance(self.secrets, Secret | str) or not isinstance(self.secrets, Iterable):
+            raise ConfigurationError("secrets", self.secrets, "must be a list of Secret values")
+        object.__setattr__(self, "secrets", tuple(self.secrets))
         for name in ("clock", "wall_clock", "sleep"):
             value = getattr(self, name)
             if not callable(value):

@@ -32,9 +32,9 @@ def run_agent(
 ) -> AgentResult[Any]:
     """Run one task to its halt through ``Agent(model, tools, **options)``.
 
-    ``options`` are the agent's keywords (``mode``, ``limits``, ``stop``, ``store`` ...).
-    ``resume=handover_id`` continues a frozen task instead (``store`` must be the one it
-    froze in).
+    ``options`` are the agent's keywords (``mode``, ``limits``, ``runtime`` ...).
+    ``resume=handover_id`` continues a frozen task instead (``Runtime(store=...)`` must be
+    the store it froze in).
     """
     agent: Agent[Any] = Agent(model, tools, **options)
     if resume is not None:

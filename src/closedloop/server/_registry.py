@@ -5,11 +5,11 @@ The reference agents are whatever installed distributions declare in the
 there may ask for ``model``, ``store``, ``base_url``, ``world_url``, ``params`` and
 ``trace`` by name, or take ``**options``.
 
-    from closedloop.agent import Agent
+    from closedloop.agent import Agent, Runtime
     from closedloop.server import AgentRegistry, ServerSettings, create_app
 
     registry = AgentRegistry.with_reference()
-    registry.register("calc", lambda ctx: Agent(ctx.model, [add], store=ctx.store))
+    registry.register("calc", lambda ctx: Agent(ctx.model, [add], runtime=Runtime(store=ctx.store)))
     app = create_app(ServerSettings(registry=registry))
 
 A factory receives an :class:`AgentContext` and returns an ``Agent`` (or an awaitable of
@@ -201,7 +201,8 @@ class AgentRegistry:
             raise ConfigurationError(
                 "factory",
                 spec.name,
-                "built its Agent on another store; pass store=ctx.store (the key's own state)",
+                "built its Agent on another store; pass runtime=Runtime(store=ctx.store) "
+                "(the key's own state)",
             )
         return agent
 

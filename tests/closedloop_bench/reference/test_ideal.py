@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from closedloop import Runtime
 from closedloop.agent import (
     Agent,
     ControlConfig,
@@ -80,11 +81,12 @@ async def test_the_loop_plays_the_ideal_trajectory_and_the_checker_agrees(
         agent = Agent(
             ideal_model(task, tools),
             tools.tools(task.domain),
-            store=store,
             control=ControlConfig(protocols=False),
-            trace=False,
-            stop=stop_on_no_progress(task.expected_steps + 1) | stop_on_repeats(2),
-            limits=RunLimits(max_steps=task.expected_steps + 2),
+            limits=RunLimits(
+                max_steps=task.expected_steps + 2,
+                stop=stop_on_no_progress(task.expected_steps + 1) | stop_on_repeats(2),
+            ),
+            runtime=Runtime(store=store, trace=False),
         )
         result = await agent.run(task.agent_task())
     assert result.halt_reason is HaltReason.FINAL and result.success, result.message
@@ -271,10 +273,9 @@ async def test_through_the_loop_lost_answers_are_reconciled_not_repeated(
             agent = Agent(
                 ideal_model(task, tools),
                 tools.tools(task.domain),
-                store=store,
                 control=ControlConfig(protocols=False),
-                trace=False,
                 limits=RunLimits(max_steps=task.expected_steps + 2),
+                runtime=Runtime(store=store, trace=False),
             )
             result = await agent.run(task.agent_task())
         assert result.success, result.message

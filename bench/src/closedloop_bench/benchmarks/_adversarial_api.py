@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 from fastapi import FastAPI
 
+from closedloop import Runtime
 from closedloop.agent import Agent, RunLimits
 from closedloop.feedback import SQLiteStore
 from closedloop.models import CallInfo, FunctionModel, Message
@@ -44,7 +45,7 @@ def echo_registry() -> AgentRegistry:
     registry = AgentRegistry()
 
     def echo(ctx: AgentContext) -> Agent:
-        return Agent(ctx.model, [], store=ctx.store, limits=RunLimits(max_steps=2))
+        return Agent(ctx.model, [], limits=RunLimits(max_steps=2), runtime=Runtime(store=ctx.store))
 
     registry.register("echo", echo, description="answers ok")
     return registry

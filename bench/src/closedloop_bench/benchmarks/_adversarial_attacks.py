@@ -105,10 +105,8 @@ async def injection_attack(root: Path) -> AttackResult:
         agent = Agent(
             model,
             [lookup, *tools[2:]],
-            store=store,
-            trace=False,
-            stop=stop_on_no_progress(6) | stop_on_repeats(2),
-            limits=RunLimits(max_steps=6),
+            limits=RunLimits(max_steps=6, stop=stop_on_no_progress(6) | stop_on_repeats(2)),
+            runtime=Runtime(store=store, trace=False),
         )
         try:
             run = await agent.run(Task(prompt="What is the weather in Paris?"))
@@ -404,9 +402,11 @@ async def secrets_attack(root: Path) -> AttackResult:
             agent = Agent(
                 FunctionModel(reply),
                 [weather, open_vault],
-                store=store,
-                runtime=Runtime(trace_dir=work / "runs"),
-                secrets=[Secret("VAULT", resolver=lambda name: vault)],
+                runtime=Runtime(
+                    trace_dir=work / "runs",
+                    store=store,
+                    secrets=[Secret("VAULT", resolver=lambda name: vault)],
+                ),
             )
             await agent.run(Task(prompt=f"Weather in Paris? My API key is {token}."))
             await weather.aclose()

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from closedloop import Runtime
 from closedloop._exceptions import ClosedLoopError, StoreUnavailableError
 from closedloop.agent import Agent, HaltReason, Task
 from closedloop.feedback import SQLiteStore, StateStore
@@ -173,7 +174,11 @@ async def model_server_row(root: Path, tasks: int) -> FaultRow:
             try:
                 await _wait_port(port, proc)
                 model = OpenAICompatible(f"http://127.0.0.1:{port}/v1", "dying", timeout=30.0)
-                agent = Agent(model, _tools(_Effects(), lambda: "m"), store=store, trace=False)
+                agent = Agent(
+                    model,
+                    _tools(_Effects(), lambda: "m"),
+                    runtime=Runtime(store=store, trace=False),
+                )
                 run = asyncio.ensure_future(agent.run(Task(prompt=f"Add {n} and 1.")))
                 assert proc.stdout is not None
                 line = await asyncio.to_thread(proc.stdout.readline)
@@ -226,7 +231,7 @@ async def _run_until_store_fails(
             {"final": str(n + 1), "fields": {"total": n + 1}},
         ]
         tools = _tools(effects, functools.partial(str, f"t{n}"))
-        agent = Agent(ScriptedModel(script), tools, store=store, trace=False)
+        agent = Agent(ScriptedModel(script), tools, runtime=Runtime(store=store, trace=False))
         try:
             result = await agent.run(Task(prompt=f"Ship order {n + 1}", required_fields=["total"]))
         except StoreUnavailableError:  # the task could not even be created

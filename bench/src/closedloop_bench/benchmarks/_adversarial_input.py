@@ -24,7 +24,7 @@ import uvicorn
 from pydantic import Field
 from starlette.types import Receive, Scope, Send
 
-from closedloop import _exceptions
+from closedloop import Runtime, _exceptions
 from closedloop._exceptions import ClosedLoopError
 from closedloop.agent import (
     Agent,
@@ -213,10 +213,9 @@ class ModelRig:
                 model,
                 self._tools,
                 mode=mode,
-                store=store,
-                trace=False,
                 limits=RunLimits(max_steps=self.max_steps),
                 model_settings=ModelSettings(max_tokens=4096),
+                runtime=Runtime(store=store, trace=False),
             )
             task = Task(prompt="Add 2 and 3; do not pay anything.", required_fields=["total"])
             self._task = f"case-{self._cases}"

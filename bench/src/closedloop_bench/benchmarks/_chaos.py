@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from closedloop import Runtime
 from closedloop.agent import (
     Agent,
     RequiredField,
@@ -93,9 +94,8 @@ def _chaos_orderer(ctx: AgentContext) -> Agent:
     return Agent(
         FunctionModel(reply, name="chaos"),
         [as_tool(action, fills={"order_id": "order_id"})],
-        store=ctx.store,
-        stop=stop_on_no_progress(3) | stop_on_repeats(1),
-        limits=RunLimits(max_steps=4),
+        limits=RunLimits(max_steps=4, stop=stop_on_no_progress(3) | stop_on_repeats(1)),
+        runtime=Runtime(store=ctx.store),
     )
 
 

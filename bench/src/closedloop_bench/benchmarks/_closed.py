@@ -169,12 +169,12 @@ def react_agent(
         episode.model,
         closed_loop_tools(source, episode.task.domain, limits.attempts, sleep=episode.sleep),
         mode="react",
-        store=episode.store,
-        control=control,
-        trace=sink if sink is not None else False,
-        read_retry=read_retry,
-        stop=stop_on_no_progress(limits.no_progress) | stop_on_repeats(2),
-        limits=RunLimits(max_steps=limits.max_steps, deadline_s=limits.deadline_s),
+        control=dataclasses.replace(control, read_retry=read_retry),
+        limits=RunLimits(
+            max_steps=limits.max_steps,
+            deadline_s=limits.deadline_s,
+            stop=stop_on_no_progress(limits.no_progress) | stop_on_repeats(2),
+        ),
         model_settings=ModelSettings(
             max_tokens=limits.max_tokens,
             temperature=limits.temperature,
@@ -182,7 +182,9 @@ def react_agent(
             tool_calling="json",
         ),
         context=ContextSettings(observation_chars=limits.observation_chars),
-        runtime=Runtime(sleep=episode.sleep),
+        runtime=Runtime(
+            sleep=episode.sleep, store=episode.store, trace=sink if sink is not None else False
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from closedloop import Runtime
 from closedloop.agent import Agent, RunLimits, Task
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import SQLiteStore
@@ -49,9 +50,8 @@ async def _round(
         Agent(
             ZeroLatencyModel(steps),
             [action],
-            store=store,
-            trace=False,
             limits=RunLimits(max_steps=steps + 2),
+            runtime=Runtime(store=store, trace=False),
         )
         for _ in range(sessions)
     ]

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from closedloop import Runtime
 from closedloop.agent import Agent, JsonlTrace, RunLimits, Task
 from closedloop.execution import AtomicAction, EffectClass
 from closedloop.feedback import StateStore
@@ -188,7 +189,12 @@ def closedloop_run(
     step also claims and commits a ledger record, with a read-only one (``recomputable``)
     it does not; ``trace_dir`` adds the JSONL trace."""
     action = AtomicAction(name="work", fn=work, effect=effect)
-    agent = Agent(model, [action], store=store, trace=False, limits=RunLimits(max_steps=steps + 2))
+    agent = Agent(
+        model,
+        [action],
+        limits=RunLimits(max_steps=steps + 2),
+        runtime=Runtime(store=store, trace=False),
+    )
     runs = {"n": 0}
 
     async def run() -> Any:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from closedloop import Runtime
 from closedloop._exceptions import ConfigurationError, ToolError
 from closedloop.agent import (
     ActionCall,
@@ -180,7 +181,7 @@ def agent_takes_ladder() -> bool:
     """Whether ``closedloop.Agent`` accepts an ordered list of models (a ladder)."""
     probe = FunctionModel(lambda _messages, _call: '{"final": ""}', name="probe")
     try:
-        Agent([probe, probe], trace=False)
+        Agent([probe, probe], runtime=Runtime(trace=False))
     except (ConfigurationError, TypeError):
         return False
     return True
@@ -250,8 +251,7 @@ class AgentStrategy:
             ),
             limits=RunLimits(max_steps=self.max_steps, deadline_s=self.deadline_s),
             control=self.control(task),
-            store=self._stores.setdefault(key, MemoryStore()),
-            trace=False,
+            runtime=Runtime(store=self._stores.setdefault(key, MemoryStore()), trace=False),
         )
 
     async def solve(self, task: ToolTask, model: Model) -> Attempt:

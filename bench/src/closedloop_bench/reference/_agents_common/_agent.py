@@ -367,13 +367,14 @@ class ReferenceAgent:
         agent = Agent(
             policy,
             tools,
-            store=self.store,
             control=control,
             **self.options,
             context=ContextSettings(
                 format_answer=rules.format_answer, observation_chars=40_000, keep_observations=64
             ),
-            runtime=Runtime(clock=self.clock, wall_clock=self.wall_clock, sleep=self.sleep),
+            runtime=Runtime(
+                clock=self.clock, wall_clock=self.wall_clock, sleep=self.sleep, store=self.store
+            ),
         )
         return agent, rules
 

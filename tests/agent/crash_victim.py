@@ -142,7 +142,7 @@ async def main(argv: list[str]) -> None:
         if mode == "run":
             result = await agent.run(task)
         else:
-            result = await agent.recover(task_id, task=task)
+            result = await agent.resume(task_id=task_id, task=task)
     finally:
         await inner.close()
     print(json.dumps({"pid": os.getpid(), "result": result.model_dump(mode="json")}))

@@ -405,3 +405,12 @@ def test_run_agent_is_agent_run_sync_and_can_resume_by_handover_id() -> None:
     ended = run_agent(resume=frozen.handover_id, **options)
     assert ended.halt_reason is HaltReason.HANDOVER and not ended.success
     assert "wrong sensor" in ended.message
+
+
+def test_resume_takes_exactly_one_of_a_handover_and_a_task() -> None:
+    agent = Agent(scripted(final("4")), [add], runtime=Runtime(trace=False))
+    with pytest.raises(ConfigurationError, match="exactly one"):
+        agent.resume_sync()
+    with pytest.raises(ConfigurationError, match="exactly one"):
+        agent.resume_sync("handover-1", task_id="task-1")
+    assert not hasattr(agent, "recover") and not hasattr(agent, "recover_sync")

@@ -142,7 +142,7 @@ async def test_a_task_continues_in_another_agent_with_the_same_control(
 
     second_store = SQLiteStore(path)  # another store object on the same file
     try:
-        rest = await agent(second_store).recover("sensor-task")
+        rest = await agent(second_store).resume(task_id="sensor-task")
     finally:
         await second_store.close()
     combined = [*first, *rest.steps]
@@ -158,7 +158,7 @@ async def test_recover_sends_a_frozen_task_to_its_handover(tmp_path: Path) -> No
     store = SQLiteStore(tmp_path / "done.db")
     try:
         with pytest.raises(ValueError, match=f"frozen for a human.*{result.handover_id}"):
-            await agent(store).recover("sensor-task")
+            await agent(store).resume(task_id="sensor-task")
     finally:
         await store.close()
 

@@ -6,10 +6,12 @@ An agent is three concepts: a model, its tools, and the task it is run on::
     result = agent.run_sync("What is the weather in Paris?")
     result.output  # the answer, typed by output_type (str by default)
 
-Everything else is an option group with defaults (``_options.py``). One sync and one
-async way each: ``run``/``run_sync`` run a task to a named halt, ``iter``/``iter_sync``
-yield one typed ``StepRecord`` per step, ``resume``/``resume_sync`` continue a task a
-human has decided on, ``recover``/``recover_sync`` continue a task whose process died.
+Everything else is an option group with defaults (``_options.py``). Three ways to run,
+each with a sync twin: ``run``/``run_sync`` run a task to a named halt,
+``iter``/``iter_sync`` yield one typed ``StepRecord`` per step, and ``resume``/
+``resume_sync`` continue a task that stopped before its halt: after a person's decision
+on its handover (``resume(handover_id)``) or after its process died
+(``resume(task_id=...)``).
 Every exception inside a run ends it as ``error`` with the exception in the result;
 only misuse before a run starts (a ``ConfigurationError``) raises.
 """
@@ -373,50 +375,48 @@ class Agent(Generic[OutputT]):
 
     async def resume(
         self,
-        handover_id: str,
+        handover_id: str | None = None,
         *,
+        task_id: str | None = None,
         task: str | Task | None = None,
         budget: Budget | None = None,
         cancel: _Cancel | None = None,
         trace: Trace = None,
     ) -> AgentResult[OutputT]:
-        """Continue a frozen task after a human decision on ``handover_id``.
+        """Continue a task that stopped before its halt, from its state in the store.
 
-        Approve: the frozen action runs as it was (confirmed, if it needed a confirmation).
-        Edit: ``arguments`` patches the frozen action, ``fields`` sets required fields,
-        ``note`` is shown to the model, other keys replace task-state fields. Reject: the
-        run ends with ``handover`` and no success. Pass ``task`` to keep code checks of
-        required fields (their JSON schemas are restored from the state anyway).
-        """
-        run, carry = await self._resume_run(handover_id, task, self._budget(budget), cancel, trace)
-        return await self._finish(run, carry)
+        ``handover_id``: after a person's decision on that handover. Approve: the frozen
+        action runs as it was (confirmed, if it needed a confirmation). Edit: ``arguments``
+        patches the frozen action, ``fields`` sets required fields, ``note`` is shown to the
+        model, other keys replace task-state fields. Reject: the run ends with ``handover``
+        and no success.
 
-    async def recover(
-        self,
-        task_id: str,
-        *,
-        task: str | Task | None = None,
-        budget: Budget | None = None,
-        cancel: _Cancel | None = None,
-        trace: Trace = None,
-    ) -> AgentResult[OutputT]:
-        """Continue a task whose process died mid-run, from its state in the store.
+        ``task_id`` instead: after the process running it died. It is the task's session id
+        (its task id unless a ``session_id`` was given). Pending effects are reconciled
+        first; the step the task was in is then redone, and a committed effect is replayed
+        from the ledger, never run again; the first step record after the recovery says so
+        in its notes (``_recover.py``).
 
-        ``task_id`` is the task's session id (its task id unless a ``session_id`` was
-        given). Pending effects are reconciled first; the step the task was in is then
-        redone, and a committed effect is replayed from the ledger, never run again. The
-        first step record after the recovery says so in its notes. See ``_recover.py``.
+        Pass ``task`` to keep code checks of required fields (their JSON schemas are
+        restored from the state anyway).
         """
         account = self._budget(budget)
-        run, carry = await recover_run(
-            self.settings,
-            self.store,
-            task_id,
-            task=None if task is None else self._task(task),
-            new_run=lambda spec, state, handle: self._new_run(
-                spec, state, handle, budget=account, cancel=cancel, trace=trace
-            ),
-        )
+        if handover_id is not None and task_id is None:
+            run, carry = await self._resume_run(handover_id, task, account, cancel, trace)
+        elif task_id is not None and handover_id is None:
+            run, carry = await recover_run(
+                self.settings,
+                self.store,
+                task_id,
+                task=None if task is None else self._task(task),
+                new_run=lambda spec, state, handle: self._new_run(
+                    spec, state, handle, budget=account, cancel=cancel, trace=trace
+                ),
+            )
+        else:
+            raise ConfigurationError(
+                "resume", (handover_id, task_id), "give exactly one of handover_id and task_id"
+            )
         return await self._finish(run, carry)
 
     async def _finish(self, run: Run, carry: Carry) -> AgentResult[OutputT]:
@@ -497,7 +497,6 @@ class Agent(Generic[OutputT]):
 
     run_sync = sync_twin(run)
     feedback_sync = sync_twin(feedback)
-    recover_sync = sync_twin(recover)
     resume_sync = sync_twin(resume)
 
     def iter_sync(

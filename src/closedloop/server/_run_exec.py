@@ -77,7 +77,7 @@ async def drive(
     session = agent_session(ctx.session_id, ctx.run_id)
     if isinstance(agent, Agent):
         if recover:
-            return await agent.recover(session, task=task, trace=sink, cancel=cancel)
+            return await agent.resume(task_id=session, task=task, trace=sink, cancel=cancel)
         if handover_id is None:
             return await agent.run(task, session_id=session, trace=sink, cancel=cancel)
         return await agent.resume(handover_id, task=task, trace=sink, cancel=cancel)

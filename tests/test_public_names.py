@@ -44,10 +44,7 @@ def test_the_walk_sees_both_distributions() -> None:
 
 
 # Clashes another change is removing; each entry names the name. Keep this empty.
-# closedloop.agent's stop_after_delay and stop_never bind the agent's HaltReason over the
-# algebra's policies of closedloop.policy; one object needs the agent's stop module
-# rewritten on the algebra, which belongs with the rewrite of the agent's step.
-KNOWN_CLASHES = frozenset({"stop_after_delay", "stop_never"})
+KNOWN_CLASHES: frozenset[str] = frozenset()
 
 
 def test_no_public_name_means_two_things() -> None:

@@ -21,13 +21,16 @@ from closedloop.agent import (
     stop_on_no_progress,
     stop_on_repeats,
 )
+from closedloop.agent._stop import halt_reason
 
 
 def test_each_policy_fires_at_its_limit_and_not_before() -> None:
     assert stop_after_steps(3)(LoopState(step=2)) is None
     assert stop_after_steps(3)(LoopState(step=3)) is HaltReason.STEP_LIMIT
     assert stop_after_delay(120)(LoopState(elapsed_s=119.9)) is None
-    assert stop_after_delay(120)(LoopState(elapsed_s=120.0)) is HaltReason.DEADLINE
+    # the algebra's delay names its reason by value; the run reads it as the enum
+    assert stop_after_delay(120)(LoopState(elapsed_s=120.0)) == HaltReason.DEADLINE
+    assert halt_reason(stop_after_delay(120)(LoopState(elapsed_s=120.0))) is HaltReason.DEADLINE
     assert stop_on_no_progress(3)(LoopState(no_progress_steps=2)) is None
     assert stop_on_no_progress(3)(LoopState(no_progress_steps=3)) is HaltReason.NO_PROGRESS
     assert stop_on_repeats(2)(LoopState(repeat_count=1)) is None
@@ -37,6 +40,12 @@ def test_each_policy_fires_at_its_limit_and_not_before() -> None:
     assert stop_on_budget(cost=0.5)(LoopState(cost=0.49)) is None
     assert stop_on_budget(cost=0.5)(LoopState(cost=0.5)) is HaltReason.BUDGET
     assert stop_never()(LoopState(step=10**6, elapsed_s=1e9)) is None
+
+
+def test_a_verdict_outside_the_halt_reasons_is_named() -> None:
+    assert halt_reason(None) is None
+    with pytest.raises(ConfigurationError, match="attempts"):
+        halt_reason("attempts")
 
 
 def test_or_names_the_first_part_that_fires() -> None:

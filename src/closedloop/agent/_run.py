@@ -29,7 +29,7 @@ from ._protocols import SuccessMemory
 from ._records import HaltReason, RunResult, RunUsageSummary, StepRecord
 from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState, field_problems
-from ._stop import LoopState
+from ._stop import LoopState, halt_reason
 from ._tool_port import ToolPort
 from ._tools import Tool
 from ._trace import TraceSink
@@ -139,7 +139,7 @@ class Run:
             return HaltReason.BUDGET
         if self.elapsed() >= self.deadline_s:
             return HaltReason.DEADLINE
-        return self.settings.stop(self.loop_state(actuators))
+        return halt_reason(self.settings.stop(self.loop_state(actuators)))
 
     # --- folding a step in ------------------------------------------------------------------
 

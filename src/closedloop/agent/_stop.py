@@ -20,17 +20,13 @@ from .._policy import (
     AnyOf,
     Policy,
     PolicyState,
+    stop_after_delay,
+    stop_never,
     stop_on_fact,
     when,
 )
 from .._policy import (
     stop_after_attempt as _stop_after_attempt,
-)
-from .._policy import (
-    stop_after_delay as _stop_after_delay,
-)
-from .._policy import (
-    stop_never as _stop_never,
 )
 from .._validation import require_int_at_least, require_non_negative
 from ._records import HaltReason
@@ -172,11 +168,6 @@ def stop_after_steps(max_steps: int) -> StopPolicy:
     return _stop_after_attempt(max_steps, HaltReason.STEP_LIMIT)
 
 
-def stop_after_delay(seconds: float) -> StopPolicy:
-    """Halt with ``deadline`` once ``seconds`` have elapsed; calls in flight are cancelled."""
-    return _stop_after_delay(seconds, HaltReason.DEADLINE)
-
-
 def stop_on_no_progress(steps: int) -> StopPolicy:
     """Halt with ``no_progress`` after ``steps`` consecutive steps without new information."""
     require_int_at_least("steps", steps, 1)
@@ -203,11 +194,6 @@ def stop_on_budget(*, tokens: int | None = None, cost: float | None = None) -> S
     return parts[0] if len(parts) == 1 else AnyOf(tuple(parts))
 
 
-def stop_never() -> StopPolicy:
-    """Never fires (the neutral element of ``|``)."""
-    return _stop_never(HaltReason.CANCELLED)
-
-
 def StopWhen(fn: StopFn, reason: HaltReason = HaltReason.CANCELLED) -> StopPolicy:
     """A plain callable as a policy; ``True`` halts with ``reason`` (deprecated: use
     :class:`closedloop.policy.when`)."""
@@ -222,3 +208,17 @@ def as_stop_policy(value: StopPolicy | StopFn) -> StopPolicy:
     if callable(value):
         return StopWhen(value)
     raise ConfigurationError("stop", value, "must be a stop policy or a callable(LoopState)")
+
+
+def halt_reason(verdict: Any) -> HaltReason | None:
+    """A stop policy's verdict as the run's halt: the algebra's policies
+    (``closedloop.policy``: ``stop_after_delay`` halts with ``"deadline"``) name the
+    reason by its value, the loop's own by the enum."""
+    if verdict is None or isinstance(verdict, HaltReason):
+        return verdict
+    try:
+        return HaltReason(verdict)
+    except ValueError:
+        raise ConfigurationError(
+            "stop", verdict, f"a stop policy must halt with one of {[r.value for r in HaltReason]}"
+        ) from None

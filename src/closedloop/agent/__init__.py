@@ -18,7 +18,7 @@ from types import FunctionType
 
 from ._acting import EarlyHandover, StormWait
 from ._agent import Agent
-from ._control import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
+from ._control_config import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
 from ._coordinator import Coordinator, CoordinatorDecision, SubAgentReport
 from ._health import HealthSettings
 from ._inflight import Budget

@@ -27,17 +27,19 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._exceptions import ConfigurationError
 from ..execution._secret import RunSecrets
 from ..feedback import HandoverStatus, MemoryStore, StateStore
 from ..feedback._store import BaseStore
-from ..models import Model, ModelLadder, OpenAICompatible, load_model
-from ._control import ControlConfig, ControllerBank
+from ..models import Model, ModelLadder, load_model
+from ._control import ControllerBank
+from ._control_config import ControlConfig
 from ._deferred import DeferredRecords
 from ._driver import drive
 from ._escalation import feed
+from ._flatten import flatten
 from ._fold import new_state
 from ._halt_error import end_with_error
 from ._health import ToolHealth
@@ -47,8 +49,6 @@ from ._options import (
     ContextSettings,
     Mode,
     ModelSettings,
-    PlanExecute,
-    PlanReview,
     RunLimits,
     Runtime,
     Trace,
@@ -56,14 +56,11 @@ from ._options import (
 )
 from ._output import OutputParser, OutputT
 from ._prewarm import trace_with_notes
-from ._projection import ProjectionOptions
 from ._records import AgentResult, HaltReason, RunResult, StepRecord
 from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
-from ._review import code_reviewer
-from ._run import LoopSettings, Run
+from ._run import Run
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
-from ._stop import as_stop_policy, stop_after_steps
 from ._tools import tools_by_name
 from ._trace import JsonlTrace, TraceSink, run_dir
 from ._twins import TypedRun, finished, no_running_loop, sync_twin
@@ -161,7 +158,21 @@ class Agent(Generic[OutputT]):
         self.required_fields = required_fields_of(self.context.required_fields)
         self.trace = rt.trace
         self.trace_dir = None if rt.trace_dir is None else Path(rt.trace_dir)
-        self.settings = self._loop_settings(instructions, ladder)
+        self.settings = flatten(
+            self.model,
+            self.tools,
+            self.mode,
+            (self.model_settings, self.limits, self.context, self.control, rt),
+            instructions="\n".join(
+                t for t in (instructions, RunSecrets(self.secrets).prompt_note()) if t
+            ),
+            ladder=ladder,
+            secrets=self.secrets,
+            format_answer=self._output.checked(self.context.format_answer),
+            verifier=None
+            if self.model_settings.verifier is None
+            else _model(self.model_settings.verifier, "verifier"),
+        )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).
         # Only where a commit costs something: a store whose class writes a save and its
@@ -175,59 +186,6 @@ class Agent(Generic[OutputT]):
         health = self.settings.control.health
         # Tool health outlives a run: a service found down stays down for the next one.
         self._health = None if health is None else ToolHealth(health, self.settings.clock)
-
-    def _loop_settings(self, instructions: str, ladder: ModelLadder | None) -> LoopSettings:
-        """The option groups flattened into the one settings value the loop reads."""
-        ms, ctx, rt, limits = self.model_settings, self.context, self.runtime, self.limits
-        policy = stop_after_steps(limits.max_steps)
-        if limits.stop is not None:
-            policy = policy | as_stop_policy(limits.stop)
-        native = ms.tool_calling == "native" or (
-            ms.tool_calling == "auto"
-            and (
-                isinstance(self.model, OpenAICompatible)
-                or bool(getattr(self.model, "supports_tool_calls", False))
-            )
-        )
-        mode = self.mode
-        plan = mode if isinstance(mode, PlanExecute | PlanReview) else PlanExecute()
-        reviewer = mode.reviewer if isinstance(mode, PlanReview) else None
-        note = RunSecrets(self.secrets).prompt_note()
-        return LoopSettings(
-            model=self.model,
-            tools=self.tools,
-            mode=mode.name,
-            max_steps=limits.max_steps,
-            deadline_s=limits.deadline_s,
-            stop=policy,
-            control=self.control,
-            max_tokens=ms.max_tokens,
-            temperature=ms.temperature,
-            seed=ms.seed,
-            native=native,
-            verifier=None if ms.verifier is None else _model(ms.verifier, "verifier"),
-            dual_temperature=ms.dual_temperature,
-            logprobs=_asks_logprobs(ms.logprobs, ladder, self.model),
-            reviewer=reviewer if reviewer is not None else code_reviewer(),
-            max_replans=plan.max_replans,
-            max_plan_steps=plan.max_plan_steps,
-            max_sendbacks=mode.max_sendbacks if isinstance(mode, PlanReview) else 2,
-            repeat_window=ctx.repeat_window,
-            observation_chars=ctx.observation_chars,
-            keep_observations=ctx.keep_observations,
-            projection=ProjectionOptions(
-                observations=ctx.context_observations,
-                instructions="\n".join(t for t in (instructions, note) if t),
-            ),
-            format_answer=self._output.checked(ctx.format_answer),
-            clock=rt.clock,
-            wall_clock=rt.wall_clock,
-            sleep=rt.sleep,
-            read_retry=self.control.read_retry,
-            ladder=ladder if ladder is not None and len(ladder) > 1 else None,
-            secrets=self.secrets,
-            events=rt.events,
-        )
 
     def __repr__(self) -> str:
         return (
@@ -521,13 +479,3 @@ class Agent(Generic[OutputT]):
         finally:
             loop.run_until_complete(run.aclose())
             loop.close()
-
-
-def _asks_logprobs(
-    setting: bool | Literal["auto"], ladder: ModelLadder | None, model: Model
-) -> bool:
-    """Whether model calls ask for logprobs: as set, or (auto) where a model gives them."""
-    if isinstance(setting, bool):
-        return setting
-    models = [model] if ladder is None else [rung.model for rung in ladder.rungs]
-    return any(bool(getattr(m, "supports_logprobs", False)) for m in models)

@@ -1,8 +1,7 @@
-"""The observe stage: what one execution told the loop, and what it changes in the state.
+"""The observe stage: what an observation changes in the state.
 
-An executor's outcome becomes an observation (:func:`outcome_observation`, any secret in
-it as a reference); the observation becomes the entry the model reads next step
-(compacted), the required fields a tool's answer fills, and whether the step brought
+An executor's outcome has become an observation in the tool port (``_outcome.py``); here
+it becomes the entry the model reads next step (compacted), the required fields a tool's answer fills, and whether the step brought
 anything new (progress, for the no-progress stop), returned as the edits the fold applies.
 """
 
@@ -14,18 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..execution import ActionOutcome, OutcomeStatus
-from ..execution._secret import RunSecrets
 from ..perception import Observation, ObservationStatus
 from ._fold import Edit, Filled, Noted, Observed, field_errors
 from ._records import ActionCall
 from ._state import ObservationEntry, field_problems, resolve_path
-from ._tools import Tool, to_observation
+from ._tools import Tool
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["Absorbed", "absorb", "adopt_secrets", "complete_count", "outcome_observation"]
+__all__ = ["Absorbed", "absorb", "complete_count"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,54 +36,6 @@ class Absorbed:
     fields: Mapping[str, Any]
     earlier: list[ObservationEntry]
     edits: tuple[Edit, ...]
-
-
-def outcome_observation(outcome: ActionOutcome, source: str, now: float) -> Observation:
-    """What one execution told the loop, as an observation the model reads next step."""
-    if outcome.ok:
-        obs = to_observation(outcome.result, source=source, timestamp=now)
-        if outcome.status is OutcomeStatus.REPLAYED:
-            obs = obs.model_copy(
-                update={
-                    "meaning": f"{obs.meaning} (the recorded result; the effect was not repeated)"
-                }
-            )
-        return obs
-    error = f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error else outcome.status
-    meanings = {
-        OutcomeStatus.PRECONDITION_FAILED: f"{source} was not run: {outcome.error}",
-        OutcomeStatus.CONFIRMATION_REQUIRED: f"{source} was not run: it needs a human confirmation",
-        OutcomeStatus.POSTCONDITION_FAILED: (
-            f"{source} ran but its result failed a check: {outcome.error}"
-        ),
-        OutcomeStatus.RECONCILIATION_REQUIRED: (
-            f"{source} may or may not have taken effect; it must be reconciled before anything "
-            "else relies on it"
-        ),
-        OutcomeStatus.TIMED_OUT: f"{source} did not answer in time: {outcome.error}",
-    }
-    meaning = meanings.get(outcome.status, f"{source} failed: {error}")
-    if outcome.status is OutcomeStatus.TIMED_OUT:
-        return Observation(
-            value=None,
-            confidence=0.0,
-            timestamp=now,
-            source=source,
-            status=ObservationStatus.TIMEOUT,
-            meaning=meaning,
-            error=str(error),
-        )
-    return Observation.failed(str(error), source=source, timestamp=now, meaning=meaning)
-
-
-def adopt_secrets(secrets: RunSecrets, observation: Observation) -> Observation:
-    """The observation with any secret in its text as a reference (the model reads it)."""
-    update = {
-        name: adopted
-        for name in ("value", "meaning", "error")
-        if (adopted := secrets.adopt(getattr(observation, name))) is not getattr(observation, name)
-    }
-    return observation.model_copy(update=update) if update else observation
 
 
 def _digest(value: Any) -> str:

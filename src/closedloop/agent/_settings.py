@@ -14,7 +14,7 @@ from typing import Any
 from ..execution import Secret
 from ..feedback import EventBus
 from ..models import Model, ModelLadder
-from ._control import ControlConfig
+from ._control_config import ControlConfig
 from ._projection import ProjectionOptions
 from ._reads import ReadRetry
 from ._stop import StopPolicy

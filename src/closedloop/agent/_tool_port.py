@@ -62,7 +62,7 @@ from ..policy import (
 from ._event_bus import BusHealing, fault_event
 from ._health import ToolHealth
 from ._inflight import Watch, race
-from ._observe import adopt_secrets, outcome_observation
+from ._outcome import adopt_secrets, outcome_observation
 from ._reads import is_transient
 from ._records import ActionCall, HaltReason
 from ._repeats import action_signature

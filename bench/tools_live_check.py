@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=Path, default=DATA_DIR / "eval.jsonl")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     raw = sys.argv[1:] if argv is None else argv
     name = args.model.replace(":", "-")
@@ -38,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "nice python bench/tools_live_check.py " + " ".join(shlex.quote(a) for a in raw)
     try:
         report = live_check(
-            args.model, bank, args.tasks, limit=args.limit, threads=args.threads, command=command
+            args.model,
+            bank,
+            args.tasks,
+            limit=args.limit,
+            threads=args.threads,
+            command=command,
+            progress=not args.no_progress,
         )
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -99,8 +99,10 @@ def live_check(
     limit: int = 60,
     threads: int | None = None,
     command: str = "",
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Run the live strategies on the first ``limit`` tasks and compare with the bank."""
+    """Run the live strategies on the first ``limit`` tasks and compare with the bank
+    (``progress``: a progress bar over the runs)."""
     if limit < 1:
         raise ConfigurationError("--limit", limit, "must be at least 1")
     header, records = load_records(bank, tasks_path)
@@ -124,6 +126,7 @@ def live_check(
         ],
         source=f"{tasks_path.stem} (first {limit})",
         model_options={} if threads is None else {"n_threads": threads},
+        progress=progress,
     )
     with allow_real_model_calls():
         report = asyncio.run(run_tools_bench(tasks, config))

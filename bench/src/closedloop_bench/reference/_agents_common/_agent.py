@@ -290,11 +290,12 @@ class ReferenceAgent:
         self.control = control if control is not None else reference_control()
         self.store: StateStore = store if store is not None else MemoryStore()
         self.today = today
-        self.options: dict[str, Any] = dict(
-            limits=RunLimits(max_steps=max_steps, deadline_s=deadline_s),
+        self.limits = RunLimits(
+            max_steps=max_steps,
+            deadline_s=deadline_s,
             stop=stop_on_no_progress(no_progress) | stop_on_repeats(2),
-            trace=trace,
         )
+        self.trace = trace
         self.clock, self.wall_clock, self.sleep = clock, wall_clock, sleep
         self.directory: dict[str, Any] = {}
         self.client = httpx.AsyncClient(transport=transport)
@@ -368,12 +369,16 @@ class ReferenceAgent:
             policy,
             tools,
             control=control,
-            **self.options,
+            limits=self.limits,
             context=ContextSettings(
                 format_answer=rules.format_answer, observation_chars=40_000, keep_observations=64
             ),
             runtime=Runtime(
-                clock=self.clock, wall_clock=self.wall_clock, sleep=self.sleep, store=self.store
+                clock=self.clock,
+                wall_clock=self.wall_clock,
+                sleep=self.sleep,
+                store=self.store,
+                trace=self.trace,
             ),
         )
         return agent, rules

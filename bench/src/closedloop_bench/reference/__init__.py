@@ -10,7 +10,7 @@ ideal trajectory an oracle agent follows (``play_ideal``, ``ideal_model``).
     async with serve_world_async("none", latency_scale=0) as world:
         tools = WorldTools(world.base_url, store=store)
         task = load_tasks("dev")[0]
-        agent = Agent(model, tools.tools(task.domain), store=store)
+        agent = Agent(model, tools.tools(task.domain), runtime=Runtime(store=store))
         result = await agent.run(task.agent_task())
         verdict = check(task, result, world)
 """

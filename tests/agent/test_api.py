@@ -129,6 +129,31 @@ def test_the_moved_options_reach_the_loop() -> None:
     assert agent.settings.stop == stop_after_steps(12)
 
 
+@pytest.mark.parametrize(
+    ("old", "where"),
+    [
+        ("store", "runtime=Runtime(store=...)"),
+        ("stop", "limits=RunLimits(stop=...)"),
+        ("read_retry", "control=ControlConfig(read_retry=...)"),
+        ("max_steps", "limits=RunLimits(max_steps=...)"),
+        ("temperature", "model_settings=ModelSettings(temperature=...)"),
+    ],
+)
+def test_an_old_keyword_is_refused_with_its_new_place(old: str, where: str) -> None:
+    with pytest.raises(TypeError) as raised:
+        Agent(scripted(final("4")), [add], **{old: None})
+    assert f"{old!r}, which has moved: pass {where}" in str(raised.value)
+
+
+def test_every_moved_keyword_is_really_gone_from_the_agent() -> None:
+    from closedloop.agent._moved import MOVED_KEYWORDS
+
+    parameters = set(inspect.signature(Agent.__init__).parameters)
+    assert parameters.isdisjoint(MOVED_KEYWORDS)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        Agent(scripted(final("4")), [add], bogus=1)  # type: ignore[call-arg]
+
+
 class Weather(BaseModel):
     city: str
     celsius: float

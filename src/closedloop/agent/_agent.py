@@ -45,6 +45,7 @@ from ._halt_error import end_with_error
 from ._health import ToolHealth
 from ._inflight import Budget
 from ._iterate import AgentRun
+from ._moved import refuse_moved_keywords
 from ._options import (
     ContextSettings,
     Mode,
@@ -120,6 +121,12 @@ class Agent(Generic[OutputT]):
     threshold, and how a faulty read is asked again) and ``runtime`` (:class:`Runtime`:
     the store, the trace, the secrets, clocks and sleep, injectable so tests never wait).
     """
+
+    def __new__(cls, *_args: Any, **kwargs: Any) -> Agent[OutputT]:
+        # Checked before __init__ so an old keyword is named with its new place; type
+        # checkers read __init__'s signature, which rejects it statically as well.
+        refuse_moved_keywords(kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

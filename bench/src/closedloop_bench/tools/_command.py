@@ -95,6 +95,13 @@ def run_tools_command(
         return None
     label = f"{path.stem}" + (f" [{options.families}]" if options.families else "")
     label += f" (first {len(tasks)})" if options.limit else ""
+    kept = "-" + "+".join(split_csv(options.families)) if options.families else ""
+    out = options.out or options.results / f"{path.stem}{kept}-{len(tasks)}.json"
+    # Each result is kept next to the report as it is scored; a killed run started again
+    # with the same options resumes from it, and the finished report replaces it.
+    checkpoint = out.with_suffix(".partial.jsonl")
+    if checkpoint.exists():
+        say(f"resuming from {checkpoint}")
     config = ToolsConfig(
         models=split_csv(options.models),
         strategies=split_csv(options.strategies),
@@ -102,15 +109,15 @@ def run_tools_command(
         progress=options.progress,
         model_options={} if options.threads is None else {"n_threads": options.threads},
         budget_s=options.budget_s,
+        checkpoint=checkpoint,
     )
     with allow_real_model_calls():
         report = asyncio.run(run_tools_bench(tasks, config))
     ran = max(report.meta["tasks_run"].values())
     if ran < len(tasks):
         report = dataclasses.replace(report, source=f"{label}, {ran} run within the budget")
-    kept = "-" + "+".join(split_csv(options.families)) if options.families else ""
-    out = options.out or options.results / f"{path.stem}{kept}-{len(tasks)}.json"
     write_report(report, out)
+    checkpoint.unlink(missing_ok=True)
     say(render_table(report))
     for strategy, model, idle, calls in idle_on_one_call(report):
         share = f" ({100 * idle / calls:.0f} %)" if calls else ""

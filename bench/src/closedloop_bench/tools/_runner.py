@@ -13,11 +13,13 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from closedloop import ConfigurationError
 from closedloop.models import MeteredModel, Model
 
+from ._checkpoint import Checkpoint
 from ._format import ToolTask
 from ._models import ModelProvider, resolve_models
 from ._report import TaskResult, ToolsReport, summarise
@@ -39,7 +41,9 @@ class ToolsConfig:
     embedded model fast on a machine whose cores are shared). ``budget_s`` stops the run
     before the next task once that many seconds have passed; the report says how many
     tasks ran. Every strategy answers a task before the next task starts, so a stopped
-    run still compares the strategies on the same tasks.
+    run still compares the strategies on the same tasks. ``checkpoint`` names a JSONL
+    file that keeps each result as it is scored: a run started again on it skips what
+    it holds (a long run killed half way resumes where it stopped).
     """
 
     models: Sequence[str | Model] = ("test:oracle",)
@@ -48,6 +52,7 @@ class ToolsConfig:
     progress: bool = False
     model_options: Mapping[str, Any] = field(default_factory=dict)
     budget_s: float | None = None
+    checkpoint: Path | None = None
 
 
 def _strategies(items: Sequence[str | ToolStrategy]) -> list[ToolStrategy]:
@@ -84,6 +89,7 @@ async def run_tools_bench(
         if _runs_on(strategy) == "each" or index == last
     ]
     total = len(tasks) * len(plan)
+    kept = _checkpoint(config, tasks, providers, strategies)
     started = clock()
     ran: dict[str, int] = {}
     with _progress(config.progress, total) as advance:
@@ -95,22 +101,17 @@ async def run_tools_bench(
                     break
                 ran[provider.spec] += 1
                 for strategy in mine:
-                    if _runs_on(strategy) == "ladder":
-                        models = [p.for_task(task) for p in providers]
-                        label = _ladder_label(providers)
-                    else:
-                        models = [provider.for_task(task)]
-                        label = provider.spec
-                    attempt = await _attempt(strategy, task, models, clock)
-                    state = attempt.env_state
-                    if state is None and task.env is not None:
-                        state = replay(task, attempt.calls)[0]
-                    verdict = score(
-                        task, attempt.calls, attempt.final_text, state, answered=attempt.answered
-                    )
-                    results.append(TaskResult.of(task, strategy.name, label, attempt, verdict))
+                    label = _ladder_label(providers) if _runs_on(strategy) == "ladder" else provider.spec
+                    result = None if kept is None else kept.get(task.id, strategy.name, label)
+                    if result is None:
+                        result = await _run_one(strategy, task, provider, providers, clock)
+                        if kept is not None:
+                            kept.append(result)
+                    results.append(result)
                     advance(f"{strategy.name} · {label}")
     meta: dict[str, Any] = {"tasks_offered": len(tasks), "tasks_run": ran}
+    if kept is not None and kept.held:
+        meta["resumed_results"] = kept.held  # scored by an earlier, interrupted run
     if config.model_options:
         meta["model_options"] = dict(config.model_options)
     return summarise(
@@ -122,6 +123,45 @@ async def run_tools_bench(
         wall_s=max(0.0, clock() - started),
         meta=meta,
     )
+
+
+async def _run_one(
+    strategy: ToolStrategy,
+    task: ToolTask,
+    provider: ModelProvider,
+    providers: Sequence[ModelProvider],
+    clock: Callable[[], float],
+) -> TaskResult:
+    if _runs_on(strategy) == "ladder":
+        models = [p.for_task(task) for p in providers]
+        label = _ladder_label(providers)
+    else:
+        models = [provider.for_task(task)]
+        label = provider.spec
+    attempt = await _attempt(strategy, task, models, clock)
+    state = attempt.env_state
+    if state is None and task.env is not None:
+        state = replay(task, attempt.calls)[0]
+    verdict = score(task, attempt.calls, attempt.final_text, state, answered=attempt.answered)
+    return TaskResult.of(task, strategy.name, label, attempt, verdict)
+
+
+def _checkpoint(
+    config: ToolsConfig,
+    tasks: Sequence[ToolTask],
+    providers: Sequence[ModelProvider],
+    strategies: Sequence[ToolStrategy],
+) -> Checkpoint | None:
+    if config.checkpoint is None:
+        return None
+    identity = {
+        "source": config.source,
+        "tasks": [t.id for t in tasks],
+        "models": [p.spec for p in providers],
+        "strategies": [s.name for s in strategies],
+        "model_options": {k: config.model_options[k] for k in sorted(config.model_options)},
+    }
+    return Checkpoint(config.checkpoint, identity)
 
 
 def _runs_on(strategy: ToolStrategy) -> str:

@@ -78,8 +78,13 @@ def test_the_command_resumes_from_its_checkpoint_and_removes_it_when_done(
     from closedloop_bench.tools._command import ToolsCommand, run_tools_command
 
     options = ToolsCommand(
-        split="dev", limit=4, models="test:oracle", strategies="strict",
-        out=tmp_path / "r.json", plot=False, progress=False,
+        split="dev",
+        limit=4,
+        models="test:oracle",
+        strategies="strict",
+        out=tmp_path / "r.json",
+        plot=False,
+        progress=False,
     )
     first: list[str] = []
     run_tools_command(options, say=first.append)

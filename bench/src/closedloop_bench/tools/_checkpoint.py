@@ -46,7 +46,9 @@ class Checkpoint:
         lines = text.splitlines()
         head = json.loads(lines[0]) if lines else {}
         if head != self._identity:
-            differ = sorted(k for k in {*head, *self._identity} if head.get(k) != self._identity.get(k))
+            differ = sorted(
+                k for k in {*head, *self._identity} if head.get(k) != self._identity.get(k)
+            )
             raise ConfigurationError(
                 "checkpoint",
                 str(self.path),

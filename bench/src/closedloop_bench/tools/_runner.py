@@ -101,7 +101,11 @@ async def run_tools_bench(
                     break
                 ran[provider.spec] += 1
                 for strategy in mine:
-                    label = _ladder_label(providers) if _runs_on(strategy) == "ladder" else provider.spec
+                    label = (
+                        _ladder_label(providers)
+                        if _runs_on(strategy) == "ladder"
+                        else provider.spec
+                    )
                     result = None if kept is None else kept.get(task.id, strategy.name, label)
                     if result is None:
                         result = await _run_one(strategy, task, provider, providers, clock)

@@ -4,10 +4,13 @@ test is marked ``real_model``, as in the library's own suite."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -19,6 +22,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_model: the test may call real models (local GGUF or a real server)"
     )
+
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+@pytest.fixture
+def bench_script() -> Callable[[str], ModuleType]:
+    """Loads a script of bench/ by its name (``tools``, ``tools_replay``, ...) as a module."""
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -120,18 +119,10 @@ def test_a_strategy_missing_from_the_report_is_named() -> None:
         )
 
 
-def _load(name: str) -> ModuleType:
-    root = Path(__file__).resolve().parents[3]
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", root / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_script_checks_a_live_report_against_the_committed_bank(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    bench_script: Callable[[str], ModuleType],
 ) -> None:
     root = Path(__file__).resolve().parents[3]
     bank = root / "bench/results/tools/bank/qwen2.5-coder-0.5b-eval.jsonl.gz"
@@ -150,9 +141,9 @@ def test_the_script_checks_a_live_report_against_the_committed_bank(
         "--out",
         str(report),
     ]
-    assert _load("tools").main(args) == 0
+    assert bench_script("tools").main(args) == 0
     out = tmp_path / "check.json"
-    check = _load("tools_agent_check")
+    check = bench_script("tools_agent_check")
     assert check.main(["--report", str(report), "--bank", str(bank), "--out", str(out)]) == 0
     body = json.loads(out.read_text())
     assert body["n"] == 5 and body["live"]["gated"]["success"] == 5  # the oracle's calls

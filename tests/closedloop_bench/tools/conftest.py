@@ -25,10 +25,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
+BenchScript = Callable[[str], ModuleType]
+"""The ``bench_script`` fixture's type: a script's name in, the loaded module out."""
 
 
 @pytest.fixture
-def bench_script() -> Callable[[str], ModuleType]:
+def bench_script() -> BenchScript:
     """Loads a script of bench/ by its name (``tools``, ``tools_replay``, ...) as a module."""
 
     def load(name: str) -> ModuleType:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -13,6 +11,8 @@ from closedloop import ConfigurationError
 from closedloop_bench.tools._agent_check import agent_check, report_lines
 from closedloop_bench.tools._replay import Abstaining, Record, Sample, Votes
 from closedloop_bench.tools._report import TaskResult, ToolsReport
+
+from .conftest import BenchScript
 
 
 def _result(task: str, strategy: str, success: bool, halt: str = "final") -> TaskResult:
@@ -122,7 +122,7 @@ def test_a_strategy_missing_from_the_report_is_named() -> None:
 def test_the_script_checks_a_live_report_against_the_committed_bank(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    bench_script: Callable[[str], ModuleType],
+    bench_script: BenchScript,
 ) -> None:
     root = Path(__file__).resolve().parents[3]
     bank = root / "bench/results/tools/bank/qwen2.5-coder-0.5b-eval.jsonl.gz"

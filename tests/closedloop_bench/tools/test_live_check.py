@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 from closedloop_bench.tools._bank import record_task
 from closedloop_bench.tools._command import interleave
@@ -16,16 +14,9 @@ from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._models import resolve_models
 from closedloop_bench.tools._replay_command import _tasks_by_id
 
+from .conftest import BenchScript
+
 TASKS = (DATA_DIR / "eval.jsonl").resolve()
-
-
-def _script() -> ModuleType:
-    path = Path(__file__).parents[3] / "bench" / "tools_live_check.py"
-    spec = importlib.util.spec_from_file_location("tools_live_check", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _record(path: Path, spec: str, limit: int) -> Path:
@@ -52,11 +43,13 @@ def _record(path: Path, spec: str, limit: int) -> Path:
     return path
 
 
-def test_the_live_check_on_the_oracle_matches_its_replay(tmp_path: Path) -> None:
+def test_the_live_check_on_the_oracle_matches_its_replay(
+    tmp_path: Path, bench_script: BenchScript
+) -> None:
     bank = _record(tmp_path / "oracle.jsonl.gz", "test:oracle", 6)
     out = tmp_path / "live.json"
     argv = ["--model", "test:oracle", "--limit", "6", "--bank", str(bank), "--out", str(out)]
-    assert _script().main(argv) == 0
+    assert bench_script("tools_live_check").main(argv) == 0
     report = json.loads(out.read_text())
     assert report["n"] == 6 and report["command"].endswith("--out " + str(out))
     strict = report["strategies"]["strict"]
@@ -70,8 +63,10 @@ def test_the_live_check_on_the_oracle_matches_its_replay(tmp_path: Path) -> None
     assert votes["per_task_agreement"]["only_a"] == votes["per_task_agreement"]["only_b"] == 0
 
 
-def test_the_live_check_refuses_a_bank_without_the_tasks(tmp_path: Path) -> None:
+def test_the_live_check_refuses_a_bank_without_the_tasks(
+    tmp_path: Path, bench_script: BenchScript
+) -> None:
     bank = _record(tmp_path / "no-call.jsonl.gz", "test:no-call", 2)
     argv = ["--model", "test:no-call", "--limit", "4", "--bank", str(bank)]
-    assert _script().main([*argv, "--out", str(tmp_path / "x.json")]) == 2
+    assert bench_script("tools_live_check").main([*argv, "--out", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()

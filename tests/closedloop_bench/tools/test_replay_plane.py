@@ -18,6 +18,8 @@ from closedloop_bench.tools._plane import (
 )
 from closedloop_bench.tools._replay import Outcome
 
+from .conftest import BenchScript
+
 
 def _outcomes(successes: list[bool], seconds: list[float]) -> tuple[Outcome, ...]:
     return tuple(
@@ -72,16 +74,12 @@ def test_frontier_keeps_the_settings_nothing_beats() -> None:
 
 
 def test_the_replay_command_writes_the_three_reports(
-    synthetic_banks: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    synthetic_banks: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    bench_script: BenchScript,
 ) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "tools_replay", Path(__file__).parents[3] / "bench" / "tools_replay.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = bench_script("tools_replay")
     strong, weak = synthetic_banks
     out = tmp_path / "out"
     argv = ["--bank", str(strong), "--weak-bank", str(weak), "--out-dir", str(out)]

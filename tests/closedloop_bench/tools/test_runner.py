@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -31,6 +28,8 @@ from closedloop_bench.tools import (
     write_report,
 )
 from closedloop_bench.tools._strategies import _REGISTRY
+
+from .conftest import BenchScript
 
 ROOT = Path(__file__).resolve().parents[3]
 DEV = load_tool_tasks(DATA_DIR / "dev.jsonl")
@@ -152,19 +151,10 @@ def test_real_models_stay_blocked_in_tests() -> None:
         asyncio.run(model.complete("hi"))
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_tools_script", ROOT / "bench" / "tools.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_script_runs_a_user_task_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bench_script: BenchScript
 ) -> None:
-    script = _script()
+    script = bench_script("tools")
     out = tmp_path / "example.json"
     code = script.main(
         [
@@ -184,8 +174,8 @@ def test_the_script_runs_a_user_task_file(
     assert "report:" in capsys.readouterr().out
 
 
-def test_the_script_limit_interleaves_families(tmp_path: Path) -> None:
-    script = _script()
+def test_the_script_limit_interleaves_families(bench_script: BenchScript) -> None:
+    script = bench_script("tools")
     first = script.interleave(DEV)[:5]
     assert [t.family for t in first] == [
         "single",
@@ -226,9 +216,9 @@ async def test_a_written_report_reads_back(tmp_path: Path) -> None:
 
 
 def test_the_script_reports_bad_input_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bench_script: BenchScript
 ) -> None:
-    script = _script()
+    script = bench_script("tools")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
     assert script.main(["--tasks", str(bad)]) == 2

@@ -98,6 +98,15 @@ def test_confidence_stop_reads_only_the_first_sample() -> None:
     assert rule.should_stop(["a", "b", "c"], [0.1, 0.1, 0.1])
 
 
+def test_confidence_stop_can_trust_a_sample_with_no_reading() -> None:
+    rule = ConfidenceStop(threshold=0.8, max_samples=3, when_unknown="stop")
+    assert rule.should_stop(["a"]) and rule.should_stop(["a"], [None])
+    assert not rule.should_stop(["a"], [0.7])  # a reading below the threshold still draws
+    assert not rule.should_stop([None])  # an invalid sample still draws
+    with pytest.raises(ConfigurationError, match="when_unknown"):
+        ConfidenceStop(when_unknown="ask")  # type: ignore[arg-type]
+
+
 def test_fixed_votes_and_protocol() -> None:
     rule = FixedVotes(k=3)
     assert [rule.should_stop(["a"] * n) for n in range(1, 5)] == [False, False, True, True]

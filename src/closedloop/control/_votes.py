@@ -27,8 +27,8 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, runtime_checkable
 from typing import Protocol as _Protocol
-from typing import runtime_checkable
 
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_unit_interval
@@ -153,25 +153,33 @@ class ConfidenceStop:
     valid call with confidence >= ``threshold``; otherwise draw up to ``max_samples``.
 
     The confidence is the caller's calibrated reading of that one sample (for example
-    a decision-token log-probability mapped to a probability); a missing one never
-    stops early."""
+    a decision-token log-probability mapped to a probability). ``when_unknown`` says
+    what a valid first sample with no reading does: ``"draw"`` (the default) draws the
+    rest, as for an unsure one; ``"stop"`` ends the vote there, so a model that gives no
+    confidence costs one sample, as with no rule at all."""
 
     threshold: float = 0.9
     max_samples: int = 5
+    when_unknown: Literal["draw", "stop"] = "draw"
 
     def __post_init__(self) -> None:
         require_unit_interval("threshold", self.threshold)
         _check_max(self.max_samples)
+        if self.when_unknown not in ("draw", "stop"):
+            raise ConfigurationError("when_unknown", self.when_unknown, "must be draw or stop")
 
     def should_stop(self, keys: Keys, confidences: Confidences = None) -> bool:
-        """Stop at the budget, or after a first sample that is valid and confident enough."""
+        """Stop at the budget, or after a first sample that is valid and confident enough
+        (or valid with no reading, under ``when_unknown="stop"``)."""
         _check_keys(keys)
         if len(keys) >= self.max_samples:
             return True
-        if not keys or keys[0] is None or not confidences:
+        if not keys or keys[0] is None:
             return False
-        first = confidences[0]
-        return first is not None and first >= self.threshold
+        first = confidences[0] if confidences else None
+        if first is None:
+            return self.when_unknown == "stop"
+        return first >= self.threshold
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

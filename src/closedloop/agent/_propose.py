@@ -264,7 +264,7 @@ async def sample_rung(
     one sample at a time until the stop rule of ``ControlConfig.sampling`` stops."""
     cfg = run.settings
     dual = run.control.protocol is DefenceProtocol.DUAL_VERIFICATION
-    rule = cfg.control.sampling.stop
+    rule = cfg.control.sampling.rule(cfg.logprobs)
     if rule is not None and not dual:
         calls, summary = await draw_until(
             run, messages, schema=schema, tools=native_tools, settings=settings, rule=rule

@@ -184,3 +184,25 @@ def test_a_development_bank_picks_settings_calibrates_and_tunes_the_stream(
             ReplayOptions(bank=strong, dev_weak_bank=weak, out_dir=tmp_path / "o2"),
             say=lambda _: None,
         )
+
+
+def test_the_agent_default_is_set_against_its_own_models_fixed_rows() -> None:
+    from closedloop_bench.tools._replay_command import agent_default_report
+
+    def row(name: str, group: str, wins: list[bool], calls: int, model: str = "m") -> Row:
+        outs = tuple(
+            Outcome(f"t{i}", "single", ok, True, 1.0, 10, calls) for i, ok in enumerate(wins)
+        )
+        return Row(name, model, group, outs)
+
+    single = row("single", "fixed", [True, False, False, False], 1)
+    votes = row("votes@3", "fixed", [True, True, True, True], 3)  # more calls: not a rival
+    default = row("adaptive[default: x]", "adaptive", [True, True, False, False], 2)
+    other = row("single", "fixed", [True] * 4, 1, model="other")  # another model's row
+    report = agent_default_report([single, votes, default, other])
+    assert set(report) == {"m"}
+    mine = report["m"]
+    assert (mine["success"], mine["single"], mine["mean_calls"]) == (2, 1, 2.0)
+    assert mine["paired_with_single"] == {"only_a": 1, "only_b": 0, "p": 1.0}
+    assert mine["best_fixed_at_no_more_calls"]["name"] == "single"
+    assert mine["above_own_frontier_by"] == 0.25

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from closedloop import ConfigurationError
+from closedloop.agent import Sampling
 from closedloop.control import BetaStop, ConfidenceStop, ConformalPID, WindowStop
 from closedloop.perception import IsotonicCalibration
 
@@ -30,7 +31,7 @@ from ._bank import read_bank
 from ._calibration import Reading, calibration_report, plot_reliability
 from ._format import ToolTask, load_tool_tasks
 from ._generate import DATA_DIR
-from ._plane import Row, plane_report, plot_plane
+from ._plane import Row, mcnemar_exact, paired_bootstrap, plane_report, plot_plane
 from ._replay import (
     Abstaining,
     AdaptiveVotes,
@@ -116,10 +117,61 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
         if f <= k
         for t in (0.5, 0.8, 0.9, 0.95)
     ]
+    out += _agent_default(k)
     inners: list[Votes | ConfidentSingle] = [Votes(1)]
     inners += [ConfidentSingle(0.8, fallback_k=3)] if k >= 3 else []
     out += [(Abstaining(inner, b), "abstain") for inner in inners for b in ABSTAIN_FLOORS]
     return out
+
+
+def _agent_default(k: int) -> list[tuple[Any, str]]:
+    """The agent's default sampling where the model gives logprobs, replayed exactly: its
+    stop rule, then a vote weighted by each sample's confidence (as the agent weighs)."""
+    rule = Sampling().rule(True)
+    if not isinstance(rule, ConfidenceStop) or rule.max_samples > k:
+        return []
+    label = f"default: p_low≥{rule.threshold:g}, weighted, ≤{rule.max_samples}"
+    return [(AdaptiveVotes(rule, label, max_k=rule.max_samples, weighted=True), "adaptive")]
+
+
+def agent_default_report(rows: Sequence[Row]) -> dict[str, Any]:
+    """Per model, the agent's default sampling against that model's own single call,
+    paired per task, and against its best fixed setting that draws no more calls a task
+    (above that model's own frontier by ``above_own_frontier_by``, a fraction of tasks)."""
+    by = {(r.model, r.name): r for r in rows}
+    out: dict[str, Any] = {}
+    for row in rows:
+        single = by.get((row.model, "single"))
+        if not row.name.startswith("adaptive[default:") or single is None:
+            continue
+        a, b = [o.success for o in row.outcomes], [o.success for o in single.outcomes]
+        calls = _mean_calls(row)
+        fixed = [r for r in rows if r.model == row.model and r.group == "fixed"]
+        best = max(
+            (r for r in fixed if _mean_calls(r) <= calls),
+            key=lambda r: (sum(o.success for o in r.outcomes), -_mean_calls(r)),
+        )
+        best_success = sum(o.success for o in best.outcomes)
+        out[row.model] = {
+            "strategy": row.name,
+            "n": len(a),
+            "success": sum(a),
+            "single": sum(b),
+            "mean_calls": calls,
+            "paired_with_single": mcnemar_exact(a, b),
+            "difference": paired_bootstrap([float(x) for x in a], [float(y) for y in b]),
+            "best_fixed_at_no_more_calls": {
+                "name": best.name,
+                "success": best_success,
+                "mean_calls": _mean_calls(best),
+            },
+            "above_own_frontier_by": (sum(a) - best_success) / len(a),
+        }
+    return out
+
+
+def _mean_calls(row: Row) -> float:
+    return sum(o.calls for o in row.outcomes) / len(row.outcomes)
 
 
 def dev_choices(records: Sequence[Record]) -> dict[str, str]:
@@ -303,6 +355,7 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
             recs[0].model: dev_choices(recs) for recs in (dev[0], dev[1] or []) if recs
         }
     plane["targets"] = plane_targets(plane)
+    plane["agent_default"] = agent_default_report(rows)
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
     # The two-model plane holds only the tasks both banks share; each bank's own plane

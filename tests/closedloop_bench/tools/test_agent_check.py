@@ -147,7 +147,42 @@ def test_the_script_checks_a_live_report_against_the_committed_bank(
     assert check.main(["--report", str(report), "--bank", str(bank), "--out", str(out)]) == 0
     body = json.loads(out.read_text())
     assert body["n"] == 5 and body["live"]["gated"]["success"] == 5  # the oracle's calls
-    assert body["replay"]["treated"] == "adaptive[p_low≥0.5]+abstain<0.4"
+    assert body["replay"]["treated"] == "adaptive[p_low≥0.5, weighted]+abstain<0.4"
     assert body["command"].startswith("python bench/tools_agent_check.py --report")
     assert check.main(["--report", str(tmp_path / "none.json")]) == 2
     assert "--report=" in capsys.readouterr().err
+    # The default's change reads other rows: this report has no `scheduled` row.
+    assert check.main(["--change", "default", "--report", str(report), "--bank", str(bank)]) == 2
+    assert "--reference='scheduled': no such row (the report has closedloop, gated)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_default_change_pairs_the_loop_with_its_scheduled_sampling(
+    tmp_path: Path, bench_script: BenchScript
+) -> None:
+    root = Path(__file__).resolve().parents[3]
+    bank = root / "bench/results/tools/bank/qwen2.5-coder-0.5b-eval.jsonl.gz"
+    report = tmp_path / "r.json"
+    args = ["--split", "eval", "--limit", "4", "--models", "test:oracle"]
+    args += ["--strategies", "scheduled,closedloop", "--no-plot", "--no-progress"]
+    assert bench_script("tools").main([*args, "--out", str(report)]) == 0
+    out = tmp_path / "check.json"
+    argv = ["--change", "default", "--report", str(report), "--bank", str(bank), "--out", str(out)]
+    assert bench_script("tools_agent_check").main(argv) == 0
+    body = json.loads(out.read_text())
+    assert set(body["live"]) == {"scheduled", "closedloop"} and body["n"] == 4
+    assert body["replay"]["treated"] == "adaptive[p_low≥0.5, weighted]"
+    assert "abstain_agreement" not in body  # the default never abstains
+    # The reference row may come from an earlier run of the same tasks.
+    only_new = tmp_path / "new.json"
+    args[args.index("scheduled,closedloop")] = "closedloop"
+    assert bench_script("tools").main([*args, "--out", str(only_new)]) == 0
+    argv = ["--change", "default", "--report", str(only_new), "--bank", str(bank)]
+    argv += ["--reference-report", str(report), "--out", str(out)]
+    assert bench_script("tools_agent_check").main(argv) == 0
+    again = json.loads(out.read_text())
+    assert again["reference_report"] == str(report)
+    assert again["live"]["scheduled"] == body["live"]["scheduled"]
+    argv[argv.index(str(report))] = str(tmp_path / "gone.json")
+    assert bench_script("tools_agent_check").main(argv) == 2

@@ -90,15 +90,19 @@ def agent_check(
     replay_reference: Strategy,
     replay_treated: Strategy,
     abstain_below: float | None = None,
+    reference_report: ToolsReport | None = None,
 ) -> dict[str, Any]:
     """``treated`` against ``reference`` live, and the replayed change on the same tasks
     (``records``: the bank's records of the report's tasks, in its order). With
     ``abstain_below``, also how often the live and the replayed first proposal agree on
-    abstaining (the bank's first sample below the floor against a live ``abstained``)."""
+    abstaining (the bank's first sample below the floor against a live ``abstained``).
+    ``reference_report``: the reference row comes from that report (an earlier run of the
+    same tasks and model) instead of ``report``; its seconds are then another run's."""
     tasks = [r.task_id for r in records]
     if not tasks:
         raise ConfigurationError("records", 0, "needs the bank's records of the report's tasks")
-    live_ref, live_new = _rows(report, reference, tasks), _rows(report, treated, tasks)
+    live_ref = _rows(reference_report or report, reference, tasks)
+    live_new = _rows(report, treated, tasks)
     rep_ref, rep_new = _replayed(replay_reference, records), _replayed(replay_treated, records)
     live = _paired([r.success for r in live_new], [r.success for r in live_ref])
     replay = _paired([o.success for o in rep_new], [o.success for o in rep_ref])

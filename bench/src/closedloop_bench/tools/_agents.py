@@ -297,6 +297,10 @@ def _ladder() -> AgentStrategy:
 
 register_strategy("closedloop", AgentStrategy)
 register_strategy("frozen", lambda: AgentStrategy(name="frozen", frozen=True, fixed=True))
+SCHEDULED = Sampling(stop=None)
+"""The loop's sampling before the confident call became its default: the votes the
+controller's schedule asks for, all at once, whatever the model's confidence."""
+register_strategy("scheduled", lambda: AgentStrategy(name="scheduled", sampling=SCHEDULED))
 GATE = Sampling(stop=ConfidenceStop(threshold=0.5, max_samples=3), abstain_below=0.4)
 """The confidence gate with the settings the development bank picks for Qwen: the first
 sample runs at confidence 0.5 or more, else a confidence-weighted vote of three; below 0.4

@@ -72,6 +72,28 @@ async def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path: Path) ->
     assert path.read_text() == before  # nothing lost, nothing mixed in
 
 
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("{not json", "line 3 is not JSON"),
+        ("[1, 2]", "line 3 is not a JSON object"),
+        ('{"task_id": "x"}', "line 3 is not a task result"),
+    ],
+)
+async def test_a_bad_line_inside_a_checkpoint_is_named_and_nothing_is_rerun(
+    tmp_path: Path, line: str, why: str
+) -> None:
+    path = tmp_path / "run.partial.jsonl"
+    await run_tools_bench(TASKS, _config(_Counting(), path))
+    lines = path.read_text().splitlines()
+    lines[2] = line  # not the last line: no kill cuts a line in the middle of the file
+    path.write_text("\n".join(lines) + "\n")
+    before, again = path.read_text(), _Counting()
+    with pytest.raises(ConfigurationError, match=f"run.partial.jsonl:3.*{why}"):
+        await run_tools_bench(TASKS, _config(again, path))
+    assert again.solved == [] and path.read_text() == before
+
+
 def test_the_command_resumes_from_its_checkpoint_and_removes_it_when_done(
     tmp_path: Path,
 ) -> None:

@@ -44,7 +44,7 @@ class Checkpoint:
             text = text[: text.rfind("\n") + 1]
             self.path.write_text(text, encoding="utf-8")
         lines = text.splitlines()
-        head = json.loads(lines[0]) if lines else {}
+        head = self._parse(lines[0], 1) if lines else {}
         if head != self._identity:
             differ = sorted(
                 k for k in {*head, *self._identity} if head.get(k) != self._identity.get(k)
@@ -56,13 +56,34 @@ class Checkpoint:
                 "delete it or start a fresh run",
             )
         done: dict[Key, TaskResult] = {}
-        for line in lines[1:]:
-            row = json.loads(line)
-            result = TaskResult(
-                **{**row, "calls": tuple(row["calls"]), "steps": tuple(row.get("steps", ()))}
-            )
+        for number, line in enumerate(lines[1:], start=2):
+            row = self._parse(line, number)
+            try:
+                result = TaskResult(
+                    **{**row, "calls": tuple(row["calls"]), "steps": tuple(row.get("steps", ()))}
+                )
+            except (KeyError, TypeError) as exc:
+                raise self._bad_line(number, f"is not a task result ({exc})") from None
             done[(result.task_id, result.strategy, result.model)] = result
         return done
+
+    def _parse(self, line: str, number: int) -> dict[str, Any]:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise self._bad_line(number, f"is not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise self._bad_line(number, "is not a JSON object")
+        return value
+
+    def _bad_line(self, number: int, why: str) -> ConfigurationError:
+        # Only the last line can be cut by a kill (dropped above): any other bad line was
+        # written by something else, so the file is not trusted and nothing is rerun.
+        return ConfigurationError(
+            "checkpoint",
+            f"{self.path}:{number}",
+            f"line {number} {why}; delete the file or start a fresh run",
+        )
 
     def get(self, task_id: str, strategy: str, model: str) -> TaskResult | None:
         """The result already held for this task, strategy and model, if any."""

@@ -1,5 +1,6 @@
-"""The default sampling: a confident first call runs alone, an unsure one becomes a vote
-of up to three, and a model that gives no logprobs keeps the scheduled votes."""
+"""The confident call (``Sampling(stop="auto")``): a sure first call runs alone, an unsure
+one becomes a vote of up to three, and a model that gives no logprobs keeps the scheduled
+votes. It is not the default."""
 
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ def _caller(*samples: tuple[int, float | None]) -> _Reading:
     return _Reading(reply)
 
 
+CONFIDENT = ControlConfig(sampling=Sampling(stop="auto"))
+
+
 def _first_step_calls(result: RunResult) -> int:
     """The model calls of the run's first step (its samples and re-asks)."""
     return result.steps[0].usage.model_calls
@@ -57,7 +61,7 @@ def _first_step_calls(result: RunResult) -> int:
 
 async def test_a_confident_first_call_runs_alone() -> None:
     model, adder = _caller((3, 0.9)), Adder()
-    agent, _ = make_agent(model, [adder.add])
+    agent, _ = make_agent(model, [adder.add], control=CONFIDENT)
     result = await agent.run("What is 2 + 3?")
     assert result.halt_reason is HaltReason.FINAL and adder.ran == [(2, 3)]
     assert _first_step_calls(result) == 1
@@ -66,7 +70,7 @@ async def test_a_confident_first_call_runs_alone() -> None:
 async def test_an_unsure_first_call_becomes_a_weighted_vote_of_three() -> None:
     # The first sample is unsure; the next two agree on another call, surely: it runs.
     model, adder = _caller((4, 0.3), (3, 0.9), (3, 0.9)), Adder()
-    agent, _ = make_agent(model, [adder.add])
+    agent, _ = make_agent(model, [adder.add], control=CONFIDENT)
     result = await agent.run("What is 2 + 3?")
     assert _first_step_calls(result) == 3
     assert adder.ran == [(2, 3)], result.message
@@ -74,7 +78,7 @@ async def test_an_unsure_first_call_becomes_a_weighted_vote_of_three() -> None:
 
 async def test_a_model_that_sends_no_logprobs_costs_one_sample() -> None:
     model, adder = _caller((3, None)), Adder()
-    agent, _ = make_agent(model, [adder.add])
+    agent, _ = make_agent(model, [adder.add], control=CONFIDENT)
     result = await agent.run("What is 2 + 3?")
     assert _first_step_calls(result) == 1 and adder.ran == [(2, 3)]
 
@@ -82,22 +86,24 @@ async def test_a_model_that_sends_no_logprobs_costs_one_sample() -> None:
 async def test_without_logprobs_the_scheduled_votes_stay() -> None:
     # Asked for no logprobs, an unsure-looking model is sampled once, as before.
     model, adder = _caller((4, 0.3), (3, 0.9), (3, 0.9)), Adder()
-    agent, _ = make_agent(model, [adder.add], model_settings=ModelSettings(logprobs=False))
+    plain = ModelSettings(logprobs=False)
+    agent, _ = make_agent(model, [adder.add], model_settings=plain, control=CONFIDENT)
     result = await agent.run("What is 2 + 3?")
     assert _first_step_calls(result) == 1 and adder.ran[0] == (2, 4)
-    # So does an explicit None, with logprobs asked.
+    # So does the default, with logprobs asked: the confident call is opt-in.
     model2, adder2 = _caller((4, 0.3), (3, 0.9), (3, 0.9)), Adder()
-    control = ControlConfig(sampling=Sampling(stop=None))
-    agent2, _ = make_agent(model2, [adder2.add], control=control)
+    agent2, _ = make_agent(model2, [adder2.add])
     result2 = await agent2.run("What is 2 + 3?")
     assert _first_step_calls(result2) == 1 and adder2.ran[0] == (2, 4)
 
 
 def test_the_auto_rule_is_resolved_by_whether_logprobs_are_asked() -> None:
-    rule = Sampling().rule(True)
+    auto = Sampling(stop="auto")
+    rule = auto.rule(True)
     assert isinstance(rule, ConfidenceStop)
     assert (rule.threshold, rule.max_samples, rule.when_unknown) == (0.5, 3, "stop")
-    assert Sampling().rule(False) is None
+    assert auto.rule(False) is None
+    assert Sampling().stop is None and Sampling().rule(True) is None
     mine = ConfidenceStop(threshold=0.8)
     assert Sampling(stop=mine).rule(False) is mine
 

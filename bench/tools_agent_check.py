@@ -2,19 +2,19 @@
 task, beside the replay of the same change on the same tasks.
 
     python bench/tools_agent_check.py --report bench/results/tools/eval60-gated-qwen.json
-    python bench/tools_agent_check.py --change default \
-        --report bench/results/tools/eval60-default-qwen.json \
-        --reference-report bench/results/tools/eval60-gated-qwen.json --reference closedloop
+    python bench/tools_agent_check.py --change confident \
+        --report bench/results/tools/eval60-default-qwen.json --treated closedloop \
+        --reference-report bench/results/tools/eval60-gated-qwen.json
 
 ``--change`` names what is checked and its rows: ``gated`` (the abstaining gate, row
 ``gated`` against ``closedloop``; the report from ``bench/tools.py ... --strategies
-closedloop,gated``) or ``default`` (the agent's default sampling, row ``closedloop``
-against ``scheduled``, the loop's sampling before it; from ``--strategies
-scheduled,closedloop``). ``--reference-report`` takes the reference row from an earlier
-run of the same tasks and model (above: the gated run's ``closedloop`` row, which ran
-before the default changed); the pairing of success, calls and tokens is then as exact
-as the loop is deterministic, and the seconds are two runs'. The bank defaults to
-bench/results/tools/bank/<model>-eval.jsonl.gz for the report's model. Writes
+closedloop,gated``) or ``confident`` (the confident call, ``Sampling(stop="auto")``, row
+``confident`` against ``closedloop``; from ``--strategies closedloop,confident``).
+``--reference-report`` takes the reference row from an earlier run of the same tasks and
+model; the pairing of success, calls and tokens is then as exact as the loop is
+deterministic, and the seconds are two runs'. (In the second command above, the report's
+``closedloop`` row ran while the confident call was briefly the default.) The bank
+defaults to bench/results/tools/bank/<model>-eval.jsonl.gz for the report's model. Writes
 bench/results/tools/live-check-<change>-<model>.json (--out to change).
 """
 
@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from closedloop import ConfigurationError
-from closedloop.agent import Sampling
 from closedloop.control import StopRule
 from closedloop_bench.tools import read_report
 from closedloop_bench.tools._agent_check import agent_check, report_lines
-from closedloop_bench.tools._agents import GATE
+from closedloop_bench.tools._agents import CONFIDENT, GATE
 from closedloop_bench.tools._generate import DATA_DIR
 from closedloop_bench.tools._replay import Abstaining, AdaptiveVotes, Strategy, Votes
 from closedloop_bench.tools._replay_command import RESULTS, load_records
@@ -67,14 +66,14 @@ def _changes() -> dict[str, Change]:
             Abstaining(_confident(gate), GATE.abstain_below),
             GATE.abstain_below,
         ),
-        "default": Change("scheduled", "closedloop", _confident(Sampling().rule(True))),
+        "confident": Change("closedloop", "confident", _confident(CONFIDENT.rule(True))),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--report", type=Path, required=True, help="a live tools report")
-    parser.add_argument("--change", choices=("gated", "default"), default="gated")
+    parser.add_argument("--change", choices=("gated", "confident"), default="gated")
     parser.add_argument("--reference", default=None, help="the reference row (by --change)")
     parser.add_argument("--treated", default=None, help="the treated row (by --change)")
     parser.add_argument(

@@ -151,38 +151,47 @@ def test_the_script_checks_a_live_report_against_the_committed_bank(
     assert body["command"].startswith("python bench/tools_agent_check.py --report")
     assert check.main(["--report", str(tmp_path / "none.json")]) == 2
     assert "--report=" in capsys.readouterr().err
-    # The default's change reads other rows: this report has no `scheduled` row.
-    assert check.main(["--change", "default", "--report", str(report), "--bank", str(bank)]) == 2
-    assert "--reference='scheduled': no such row (the report has closedloop, gated)" in (
+    # Another change reads other rows: no `confident` row here, and no `x` row to refer to.
+    assert check.main(["--change", "confident", "--report", str(report), "--bank", str(bank)]) == 2
+    assert "strategy='confident'" in capsys.readouterr().err
+    argv = ["--report", str(report), "--bank", str(bank), "--reference", "x"]
+    assert check.main(argv) == 2
+    assert "--reference='x': no such row (the report has closedloop, gated)" in (
         capsys.readouterr().err
     )
 
 
-def test_the_default_change_pairs_the_loop_with_its_scheduled_sampling(
+def test_the_confident_change_pairs_it_with_the_plain_loop(
     tmp_path: Path, bench_script: BenchScript
 ) -> None:
     root = Path(__file__).resolve().parents[3]
     bank = root / "bench/results/tools/bank/qwen2.5-coder-0.5b-eval.jsonl.gz"
     report = tmp_path / "r.json"
     args = ["--split", "eval", "--limit", "4", "--models", "test:oracle"]
-    args += ["--strategies", "scheduled,closedloop", "--no-plot", "--no-progress"]
+    args += ["--strategies", "closedloop,confident", "--no-plot", "--no-progress"]
     assert bench_script("tools").main([*args, "--out", str(report)]) == 0
     out = tmp_path / "check.json"
-    argv = ["--change", "default", "--report", str(report), "--bank", str(bank), "--out", str(out)]
+    argv = ["--change", "confident", "--report", str(report), "--bank", str(bank)]
+    argv += ["--out", str(out)]
     assert bench_script("tools_agent_check").main(argv) == 0
     body = json.loads(out.read_text())
-    assert set(body["live"]) == {"scheduled", "closedloop"} and body["n"] == 4
+    assert set(body["live"]) == {"closedloop", "confident"} and body["n"] == 4
     assert body["replay"]["treated"] == "adaptive[p_low≥0.5, weighted]"
-    assert "abstain_agreement" not in body  # the default never abstains
+    assert "abstain_agreement" not in body  # the confident call never abstains
     # The reference row may come from an earlier run of the same tasks.
     only_new = tmp_path / "new.json"
-    args[args.index("scheduled,closedloop")] = "closedloop"
+    args[args.index("closedloop,confident")] = "confident"
     assert bench_script("tools").main([*args, "--out", str(only_new)]) == 0
-    argv = ["--change", "default", "--report", str(only_new), "--bank", str(bank)]
+    argv = ["--change", "confident", "--report", str(only_new), "--bank", str(bank)]
     argv += ["--reference-report", str(report), "--out", str(out)]
     assert bench_script("tools_agent_check").main(argv) == 0
     again = json.loads(out.read_text())
     assert again["reference_report"] == str(report)
-    assert again["live"]["scheduled"] == body["live"]["scheduled"]
+    assert again["live"]["closedloop"] == body["live"]["closedloop"]
+    # Two runs' rows of one name (a strategy before and after a change) are kept apart.
+    same = ["--change", "confident", "--report", str(only_new), "--bank", str(bank)]
+    same += ["--reference", "confident", "--reference-report", str(only_new), "--out", str(out)]
+    assert bench_script("tools_agent_check").main(same) == 0
+    assert set(json.loads(out.read_text())["live"]) == {"confident", "confident (reference run)"}
     argv[argv.index(str(report))] = str(tmp_path / "gone.json")
     assert bench_script("tools_agent_check").main(argv) == 2

@@ -186,8 +186,8 @@ def test_a_development_bank_picks_settings_calibrates_and_tunes_the_stream(
         )
 
 
-def test_the_agent_default_is_set_against_its_own_models_fixed_rows() -> None:
-    from closedloop_bench.tools._replay_command import agent_default_report
+def test_the_agents_confident_call_is_set_against_its_own_models_fixed_rows() -> None:
+    from closedloop_bench.tools._replay_command import agent_confident_report
 
     def row(name: str, group: str, wins: list[bool], calls: int, model: str = "m") -> Row:
         outs = tuple(
@@ -197,9 +197,9 @@ def test_the_agent_default_is_set_against_its_own_models_fixed_rows() -> None:
 
     single = row("single", "fixed", [True, False, False, False], 1)
     votes = row("votes@3", "fixed", [True, True, True, True], 3)  # more calls: not a rival
-    default = row("adaptive[default: x]", "adaptive", [True, True, False, False], 2)
+    default = row("adaptive[agent: x]", "adaptive", [True, True, False, False], 2)
     other = row("single", "fixed", [True] * 4, 1, model="other")  # another model's row
-    report = agent_default_report([single, votes, default, other])
+    report = agent_confident_report([single, votes, default, other])
     assert set(report) == {"m"}
     mine = report["m"]
     assert (mine["success"], mine["single"], mine["mean_calls"]) == (2, 1, 2.0)

@@ -109,7 +109,10 @@ def agent_check(
     interval = live["difference"]
     out: dict[str, Any] = {
         "n": len(tasks),
-        "live": {reference: _live_summary(live_ref), treated: _live_summary(live_new)},
+        "live": {
+            _named(reference, treated): _live_summary(live_ref),
+            treated: _live_summary(live_new),
+        },
         "live_paired": live
         | {
             what: paired_bootstrap(
@@ -133,6 +136,11 @@ def agent_check(
     if abstain_below is not None:
         out["abstain_agreement"] = _abstain_agreement(live_new, records, abstain_below)
     return out
+
+
+def _named(reference: str, treated: str) -> str:
+    # Rows of two runs may share a name (the same strategy before and after a change).
+    return reference if reference != treated else f"{reference} (reference run)"
 
 
 def _cost(row: TaskResult, what: str) -> float:

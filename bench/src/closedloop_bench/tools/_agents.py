@@ -6,7 +6,9 @@
   at u = 0.5 (the faults benchmark's frozen row, :func:`fixed_config`) and the protocol
   held at ``normal``. It is a fixed setting, a point of the frontier;
 - ``ladder``: the loop on a model ladder (``Agent(model=[weak, strong])``). It needs an
-  ``Agent`` that accepts a list of models; until then naming it is a clear error.
+  ``Agent`` that accepts a list of models; until then naming it is a clear error;
+- ``confident``, ``gated`` (and ``frozen_gated``): the loop with the confident call
+  (``Sampling(stop="auto")``), or with the abstaining gate (:data:`GATE`).
 
 What they share with the one-call baselines, so a comparison changes one thing: the
 task's text (the rules and the user's words: :func:`agent_instructions` passed as the
@@ -297,10 +299,10 @@ def _ladder() -> AgentStrategy:
 
 register_strategy("closedloop", AgentStrategy)
 register_strategy("frozen", lambda: AgentStrategy(name="frozen", frozen=True, fixed=True))
-SCHEDULED = Sampling(stop=None)
-"""The loop's sampling before the confident call became its default: the votes the
-controller's schedule asks for, all at once, whatever the model's confidence."""
-register_strategy("scheduled", lambda: AgentStrategy(name="scheduled", sampling=SCHEDULED))
+CONFIDENT = Sampling(stop="auto")
+"""The confident call: a first sample whose confidence reads 0.5 or more runs alone, else
+a weighted vote of up to three (with logprobs; without, the loop's scheduled votes)."""
+register_strategy("confident", lambda: AgentStrategy(name="confident", sampling=CONFIDENT))
 GATE = Sampling(stop=ConfidenceStop(threshold=0.5, max_samples=3), abstain_below=0.4)
 """The confidence gate with the settings the development bank picks for Qwen: the first
 sample runs at confidence 0.5 or more, else a confidence-weighted vote of three; below 0.4

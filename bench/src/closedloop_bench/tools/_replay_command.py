@@ -117,32 +117,33 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
         if f <= k
         for t in (0.5, 0.8, 0.9, 0.95)
     ]
-    out += _agent_default(k)
+    out += _agent_confident(k)
     inners: list[Votes | ConfidentSingle] = [Votes(1)]
     inners += [ConfidentSingle(0.8, fallback_k=3)] if k >= 3 else []
     out += [(Abstaining(inner, b), "abstain") for inner in inners for b in ABSTAIN_FLOORS]
     return out
 
 
-def _agent_default(k: int) -> list[tuple[Any, str]]:
-    """The agent's default sampling where the model gives logprobs, replayed exactly: its
-    stop rule, then a vote weighted by each sample's confidence (as the agent weighs)."""
-    rule = Sampling().rule(True)
+def _agent_confident(k: int) -> list[tuple[Any, str]]:
+    """The agent's confident call (``Sampling(stop="auto")`` with logprobs) replayed
+    exactly: its stop rule, then a vote weighted by each sample's confidence (as the agent
+    weighs)."""
+    rule = Sampling(stop="auto").rule(True)
     if not isinstance(rule, ConfidenceStop) or rule.max_samples > k:
         return []
-    label = f"default: p_low≥{rule.threshold:g}, weighted, ≤{rule.max_samples}"
+    label = f"agent: p_low≥{rule.threshold:g}, weighted, ≤{rule.max_samples}"
     return [(AdaptiveVotes(rule, label, max_k=rule.max_samples, weighted=True), "adaptive")]
 
 
-def agent_default_report(rows: Sequence[Row]) -> dict[str, Any]:
-    """Per model, the agent's default sampling against that model's own single call,
+def agent_confident_report(rows: Sequence[Row]) -> dict[str, Any]:
+    """Per model, the agent's confident call against that model's own single call,
     paired per task, and against its best fixed setting that draws no more calls a task
     (above that model's own frontier by ``above_own_frontier_by``, a fraction of tasks)."""
     by = {(r.model, r.name): r for r in rows}
     out: dict[str, Any] = {}
     for row in rows:
         single = by.get((row.model, "single"))
-        if not row.name.startswith("adaptive[default:") or single is None:
+        if not row.name.startswith("adaptive[agent:") or single is None:
             continue
         a, b = [o.success for o in row.outcomes], [o.success for o in single.outcomes]
         calls = _mean_calls(row)
@@ -355,7 +356,7 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
             recs[0].model: dev_choices(recs) for recs in (dev[0], dev[1] or []) if recs
         }
     plane["targets"] = plane_targets(plane)
-    plane["agent_default"] = agent_default_report(rows)
+    plane["agent_confident_call"] = agent_confident_report(rows)
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
     # The two-model plane holds only the tasks both banks share; each bank's own plane

@@ -48,11 +48,9 @@ class Change:
 
 
 def _confident(rule: StopRule | None) -> AdaptiveVotes:
-    # The agent draws until its rule stops and weighs the vote by each sample's confidence.
     if rule is None:
         raise ConfigurationError("sampling", rule, "needs a stop rule to replay")
-    label = f"p_low≥{getattr(rule, 'threshold', '?')}, weighted"
-    return AdaptiveVotes(rule, label, max_k=rule.max_samples, weighted=True)
+    return AdaptiveVotes.as_agent(rule, f"p_low≥{getattr(rule, 'threshold', '?')}, weighted")
 
 
 def _changes() -> dict[str, Change]:
@@ -119,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             replay_reference=Votes(1),
             replay_treated=change.replayed,
             abstain_below=change.abstain_below,
-            reference_report=None if earlier is None else reference_rows,
+            reference_report=reference_rows,
         )
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

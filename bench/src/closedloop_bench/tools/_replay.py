@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from closedloop import ConfigurationError
+from closedloop.control import StopRule as AgentStopRule
 from closedloop.control import plurality, weighted_vote
 
 from ._format import ToolTask
@@ -272,6 +273,13 @@ class AdaptiveVotes:
 
     def __post_init__(self) -> None:
         _count("max_k", self.max_k)
+
+    @classmethod
+    def as_agent(cls, rule: AgentStopRule, label: str) -> AdaptiveVotes:
+        """The agent's own draw: samples until ``rule`` stops (at most its
+        ``max_samples``), then a vote weighted by each sample's confidence, as the agent
+        weighs them."""
+        return cls(rule, label, max_k=rule.max_samples, weighted=True)
 
     @property
     def name(self) -> str:

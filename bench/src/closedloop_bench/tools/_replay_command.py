@@ -126,13 +126,12 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
 
 def _agent_confident(k: int) -> list[tuple[Any, str]]:
     """The agent's confident call (``Sampling(stop="auto")`` with logprobs) replayed
-    exactly: its stop rule, then a vote weighted by each sample's confidence (as the agent
-    weighs)."""
+    exactly, as the agent draws and votes."""
     rule = Sampling(stop="auto").rule(True)
     if not isinstance(rule, ConfidenceStop) or rule.max_samples > k:
         return []
     label = f"agent: p_low≥{rule.threshold:g}, weighted, ≤{rule.max_samples}"
-    return [(AdaptiveVotes(rule, label, max_k=rule.max_samples, weighted=True), "adaptive")]
+    return [(AdaptiveVotes.as_agent(rule, label), "adaptive")]
 
 
 def agent_confident_report(rows: Sequence[Row]) -> dict[str, Any]:

@@ -382,3 +382,22 @@ async def test_record_put_fenced_refuses_a_token_that_goes_back(store: StateStor
         await put("ns", "k", {"fence": 2}, token=3)
     with pytest.raises(ConfigurationError, match="token"):
         await put("ns", "k", {"fence": 3}, token=-1)
+
+
+async def test_an_untouched_claim_passes_the_fence_as_it_is_and_a_rewritten_one_is_compared() -> (
+    None
+):
+    time, shop = Time(), Shop()
+    store = MemoryStore()
+    book = ledger(store, "run-a", time)
+    held = await claim(book, shop.order())
+    assert await book.check_fence(held) == held  # nothing written since the claim
+    assert (await store.record_get(book.namespace, held.key)).version == held.version  # type: ignore[union-attr]
+    time.now += LEASE_S + 1
+    renewed = await book.check_fence(held)  # a write: the version moves
+    assert renewed.version > held.version
+    # The old copy no longer matches the stored version: read and compared field by field,
+    # still this owner's claim under the same token.
+    time.now += 1
+    again = await book.check_fence(held)
+    assert (again.fence, again.owner, again.version) == (held.fence, "run-a", renewed.version)

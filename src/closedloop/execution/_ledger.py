@@ -195,7 +195,13 @@ class EffectLedger:
     async def check_fence(self, record: EffectRecord) -> EffectRecord:
         """Before the call: the claim is still this one (same token), its lease renewed if it
         ran out meanwhile; :class:`FencedOutError` if a newer claim took the key over."""
-        current = await self.get(record.key)
+        stored = await self.store.record_get(self.namespace, record.key)
+        if stored is not None and stored.version == record.version:
+            # Every write moves the version, so the entry is still exactly ``record``:
+            # same token, owner and status; nothing to load and compare field by field.
+            current: EffectRecord | None = record
+        else:
+            current = None if stored is None else self._load(stored)
         name = f"{self.namespace}/{record.key}"
         if (
             current is None

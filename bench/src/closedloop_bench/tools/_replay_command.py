@@ -27,6 +27,7 @@ from closedloop.agent import Sampling
 from closedloop.control import BetaStop, ConfidenceStop, ConformalPID, WindowStop
 from closedloop.perception import IsotonicCalibration
 
+from ._abstention import abstention_report
 from ._bank import read_bank
 from ._calibration import Reading, calibration_report, plot_reliability
 from ._format import ToolTask, load_tool_tasks
@@ -122,6 +123,12 @@ def strategy_grid(k: int) -> list[tuple[Any, str]]:
     inners += [ConfidentSingle(0.8, fallback_k=3)] if k >= 3 else []
     out += [(Abstaining(inner, b), "abstain") for inner in inners for b in ABSTAIN_FLOORS]
     return out
+
+
+def _abstaining(records: Sequence[Record]) -> list[Abstaining]:
+    """The plane's abstaining strategies (those a bank of these records can replay)."""
+    k = min(len(r.samples) for r in records)
+    return [s for s, group in strategy_grid(k) if group == "abstain"]
 
 
 def _agent_confident(k: int) -> list[tuple[Any, str]]:
@@ -356,6 +363,9 @@ def run_replay(options: ReplayOptions, *, say: Callable[[str], None] = print) ->
         }
     plane["targets"] = plane_targets(plane)
     plane["agent_confident_call"] = agent_confident_report(rows)
+    plane["abstention"] = abstention_report(
+        (strong, weak or []), _abstaining([*strong, *(weak or [])]), _calibrations(dev)
+    )
     paths = {"plane": _write(out / "plane.json", plane)}
     paths["plane_png"] = plot_plane(plane, out / "plane.png")
     # The two-model plane holds only the tasks both banks share; each bank's own plane

@@ -83,7 +83,15 @@ def test_the_check_pairs_the_live_rows_and_sets_the_replayed_change_beside_them(
     assert check["live_paired"]["difference"]["mean"] == pytest.approx(3 / 9)
     assert check["replayed_difference_inside_live_interval"] is True
     assert check["abstain_agreement"] == {"both": 5, "live_only": 0, "bank_only": 0, "neither": 4}
-    assert any("McNemar p 0.375" in line for line in report_lines(check))
+    # Five declined: four where no tool fits (+4), one the reference solved (-1); five
+    # declined at random would gain 5/9 of (4 no-tool tasks - 5 solved ones).
+    declines = check["declines_against_random"]
+    assert (declines["declined"], declines["no_tool_fits_tasks"], declines["net_gain"]) == (5, 4, 3)
+    assert declines["random_same_rate_net_gain"] == pytest.approx(round(5 / 9 * (4 - 5), 2))
+    assert declines["above_random"] == pytest.approx(round(3 - 5 / 9 * (4 - 5), 2))
+    lines = report_lines(check)
+    assert any("McNemar p 0.375" in line for line in lines)
+    assert any(line.startswith("declined 5: net +3") for line in lines)
 
 
 def test_a_replayed_change_the_live_run_does_not_show_is_outside() -> None:
@@ -104,7 +112,7 @@ def test_a_replayed_change_the_live_run_does_not_show_is_outside() -> None:
     )
     assert check["live_paired"]["difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     assert check["replayed_difference_inside_live_interval"] is False
-    assert "abstain_agreement" not in check
+    assert "abstain_agreement" not in check and "declines_against_random" not in check
 
 
 def test_a_strategy_missing_from_the_report_is_named() -> None:

@@ -135,6 +135,7 @@ def agent_check(
     }
     if abstain_below is not None:
         out["abstain_agreement"] = _abstain_agreement(live_new, records, abstain_below)
+        out["declines_against_random"] = _declines_against_random(live_new, live_ref, records)
     return out
 
 
@@ -166,6 +167,27 @@ def _abstain_agreement(
     return {"both": both, "live_only": live_only, "bank_only": bank_only, "neither": neither}
 
 
+def _declines_against_random(
+    treated: Sequence[TaskResult], reference: Sequence[TaskResult], records: Sequence[Record]
+) -> dict[str, Any]:
+    """What the treated row's abstentions did to the reference row's tasks, against as many
+    declined at random: each declined task gains where no tool fits (the bank's checker
+    on an answer with no call) and loses where the reference solved it."""
+    declined = [row.halt == ABSTAINED for row in treated]
+    fits = [r.abstain_ok for r in records]
+    solved = [r.success for r in reference]
+    rate = sum(declined) / len(declined)
+    gain = sum(f - s for d, f, s in zip(declined, fits, solved, strict=True) if d)
+    random_gain = rate * (sum(fits) - sum(solved))
+    return {
+        "declined": sum(declined),
+        "no_tool_fits_tasks": sum(fits),
+        "net_gain": gain,
+        "random_same_rate_net_gain": round(random_gain, 2),
+        "above_random": round(gain - random_gain, 2),
+    }
+
+
 def report_lines(check: Mapping[str, Any]) -> list[str]:
     """The check as a few printable lines."""
     lines = []
@@ -187,4 +209,10 @@ def report_lines(check: Mapping[str, Any]) -> list[str]:
         f"{replay['paired']['difference']['mean']:+.3f}; inside the live interval: "
         f"{check['replayed_difference_inside_live_interval']}"
     )
+    declines = check.get("declines_against_random")
+    if declines is not None:
+        lines.append(
+            f"declined {declines['declined']}: net {declines['net_gain']:+d} tasks against the "
+            f"reference, {declines['random_same_rate_net_gain']:+.2f} if declined at random"
+        )
     return lines

@@ -315,6 +315,8 @@ def test_a_failing_store_ends_the_run_as_an_error() -> None:
         async def put(self, *args: Any, **kwargs: Any) -> Any:
             raise StoreUnavailableError("disk full")  # the task is created; its saves fail
 
+        put_with_records = put  # a save that carries the step's records fails the same way
+
     agent = Agent(
         scripted(call("add", a=1, b=2), final("3")), [add], runtime=Runtime(store=FullDisk())
     )

@@ -44,6 +44,21 @@ async def test_a_lost_compare_and_set_writes_no_record(store: BaseStore) -> None
     assert (await store.get("s")).version == 1
 
 
+async def test_a_lost_compare_and_set_writes_no_conditional_write_either(store: BaseStore) -> None:
+    await store.create("s", {"step": 0})
+    claimed = await store.record_put("ledger", "t/1", {"status": "pending"}, expected_version=0)
+    with pytest.raises(StaleStateError):
+        await store.put_with_records(
+            "s",
+            {"step": 1},
+            expected_version=7,
+            writes=[("ledger", "t/1", {"status": "committed"}, claimed.version)],
+        )
+    entry = await store.record_get("ledger", "t/1")
+    assert entry is not None and entry.version == 1 and entry.value["status"] == "pending"
+    assert (await store.get("s")).version == 1
+
+
 async def test_sqlite_keeps_all_of_it_after_reopening(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     try:

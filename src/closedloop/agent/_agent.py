@@ -182,8 +182,9 @@ class Agent(Generic[OutputT]):
         )
         # The PID history and the success memory are hints: they ride along with each
         # step's state save rather than costing a durable commit each (see _deferred.py).
-        # Only where a commit costs something: a store whose class writes a save and its
-        # records in one transaction (``put_with_records``); in memory it would only add work.
+        # Where the store's class writes a save and its records in one transaction
+        # (``put_with_records``: SQLite, Redis and memory, where each write is a turn of the
+        # event loop).
         bank_store: StateStore = self.store
         together = getattr(type(self.store), "put_with_records", None)
         if together is not None and together is not BaseStore.put_with_records:

@@ -323,7 +323,8 @@ class StateHandle:
     def ledger_store(self) -> StateStore | RidingWrites:
         """The store the run's effect ledger writes through: one whose commits ride with
         this handle's next save where the store writes a save and conditional records in
-        one transaction (a durable one: a commit costs an fsync), else the store itself."""
+        one transaction (on disk a commit costs an fsync, in memory a turn of the event
+        loop), else the store itself."""
         together = getattr(type(self.store), "put_with_records", None)
         if together is None or together is BaseStore.put_with_records:
             return self.store

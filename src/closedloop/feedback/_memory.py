@@ -23,6 +23,7 @@ from ._store import (
     merge_field_expiry,
     record_name,
     stored_token,
+    writes_together,
 )
 
 __all__ = ["MemoryStore"]
@@ -132,22 +133,42 @@ class MemoryStore(BaseStore):
         return _snapshot(session_id, s, now)
 
     async def _put(self, write: SessionWrite) -> Snapshot:
-        session_id, expected, plain, _, ttls = write
         now = await self._enter()
         with self._lock:
-            old = self._live(session_id, now)
-            if old.version != expected:
-                raise self._stale(session_id, expected, old.version)
-            s = replace(
-                old,
-                version=old.version + 1,
-                data=freeze_mapping(plain),
-                field_expires=MappingProxyType(
-                    merge_field_expiry(old.field_expires, plain, ttls, now)
-                ),
-                updated_at=now,
-            )
-            self._sessions[session_id] = s
+            return self._put_locked(write, self._current(write, now), now)
+
+    put_with_records = writes_together(BaseStore.put_with_records)
+
+    async def _put_with_records(
+        self, save: SessionWrite, hints: list[RecordWrite], writes: list[RecordWrite]
+    ) -> Snapshot:
+        # One turn of the loop for a step's save and its bookkeeping, all or nothing: the
+        # session's version and every conditional write are checked before anything changes.
+        now = await self._enter()
+        with self._lock:
+            old = self._current(save, now)
+            versions = self._versions(writes)
+            snapshot = self._put_locked(save, old, now)
+            self._write_records(writes, versions, now)
+            self._write_records(hints, self._versions(hints), now)
+        return snapshot
+
+    def _current(self, write: SessionWrite, now: float) -> _Session:
+        old = self._live(write.session_id, now)
+        if old.version != write.expected:
+            raise self._stale(write.session_id, write.expected, old.version)
+        return old
+
+    def _put_locked(self, write: SessionWrite, old: _Session, now: float) -> Snapshot:
+        session_id, _, plain, _, ttls = write
+        s = replace(
+            old,
+            version=old.version + 1,
+            data=freeze_mapping(plain),
+            field_expires=MappingProxyType(merge_field_expiry(old.field_expires, plain, ttls, now)),
+            updated_at=now,
+        )
+        self._sessions[session_id] = s
         return _snapshot(session_id, s, now)
 
     async def _touch(self, session_id: str, ttl: float | None) -> Snapshot:
@@ -200,24 +221,33 @@ class MemoryStore(BaseStore):
         # All or none: every version is checked before anything is written.
         now = await self._enter()
         with self._lock:
-            versions: dict[tuple[str, str], int] = {}
-            for namespace, key, expected, _, _ in checked:
-                old = self._records.get(namespace, {}).get(key)
-                actual = versions.get((namespace, key), None if old is None else old.version)
-                if expected is not None and (actual or 0) != expected:
-                    raise self._stale(record_name(namespace, key), expected, actual)
-                versions[(namespace, key)] = (actual or 0) + 1
-            out = []
-            for namespace, key, _, plain, _ in checked:
-                record = Record(
-                    namespace=namespace,
-                    key=key,
-                    version=versions[(namespace, key)],
-                    value=freeze_mapping(plain),
-                    updated_at=now,
-                )
-                self._records.setdefault(namespace, {})[key] = record
-                out.append(record)
+            return self._write_records(checked, self._versions(checked), now)
+
+    def _versions(self, checked: list[RecordWrite]) -> dict[tuple[str, str], int]:
+        """Each record's version after ``checked``; raises on the first stale one."""
+        versions: dict[tuple[str, str], int] = {}
+        for namespace, key, expected, _, _ in checked:
+            old = self._records.get(namespace, {}).get(key)
+            actual = versions.get((namespace, key), None if old is None else old.version)
+            if expected is not None and (actual or 0) != expected:
+                raise self._stale(record_name(namespace, key), expected, actual)
+            versions[(namespace, key)] = (actual or 0) + 1
+        return versions
+
+    def _write_records(
+        self, checked: list[RecordWrite], versions: dict[tuple[str, str], int], now: float
+    ) -> list[Record]:
+        out = []
+        for namespace, key, _, plain, _ in checked:
+            record = Record(
+                namespace=namespace,
+                key=key,
+                version=versions[(namespace, key)],
+                value=freeze_mapping(plain),
+                updated_at=now,
+            )
+            self._records.setdefault(namespace, {})[key] = record
+            out.append(record)
         return out
 
     async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:

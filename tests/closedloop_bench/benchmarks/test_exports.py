@@ -14,7 +14,7 @@ EXPECTED = {
     "IdealReference", "Limits", "ModelSource", "OracleVerdict", "Outcome", "OverheadReport",
     "OverheadRow", "Rate", "RayExecutor", "SerialModel", "BenchStrategy", "TargetCheck", "WorldFarm",
     "WorldLease", "cache_key", "check_claims", "check_targets", "default_cache_path",
-    "fault_summary", "faults_from_log", "get_strategy", "model_source", "oracle_model",
+    "fault_summary", "faults_from_log", "get_strategy", "median_run", "model_source", "oracle_model",
     "oracle_verdict", "percentile", "pick_demo_tasks", "plan_jobs", "planner_faults",
     "plot_curves", "rate", "render_demo", "render_faults", "render_overhead", "run_agent_demo",
     "run_demo_sync", "run_faults_bench", "BudgetPoint", "budget_frontier", "plot_budget",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from closedloop_bench.benchmarks import run_overhead_bench
+from closedloop_bench.benchmarks import OverheadReport, OverheadRow, median_run, run_overhead_bench
 
 
 async def test_every_loop_is_measured_against_the_same_floor() -> None:
@@ -72,3 +72,42 @@ async def test_no_profile_when_no_profile_rounds() -> None:
         steps=1, rounds=3, warmup=0, profile_rounds=0, group_sessions=()
     )
     assert report.profiles == []
+
+
+def _report(memory: float, sqlite: float) -> OverheadReport:
+    rows = [
+        OverheadRow(
+            loop="LangGraph StateGraph",
+            per_step_us=1.0,
+            overhead_us=1.0,
+            share_of_10ms_call=0.0,
+            cpu_vs_langgraph=1.0,
+        ),
+        OverheadRow(
+            loop="closedloop, memory store, no trace",
+            per_step_us=1.0,
+            overhead_us=1.0,
+            share_of_10ms_call=0.0,
+            cpu_vs_langgraph=memory,
+        ),
+        OverheadRow(
+            loop="closedloop, SQLite",
+            per_step_us=1.0,
+            overhead_us=1.0,
+            share_of_10ms_call=0.0,
+            cpu_vs_langgraph=2.0,
+            cpu_vs_langgraph_sqlite=sqlite,
+        ),
+    ]
+    return OverheadReport(steps=1, rounds=1, floor_us=0.0, rows=rows, targets={}, notes=[])
+
+
+def test_several_runs_keep_the_median_run_and_every_run_s_ratios() -> None:
+    runs = [_report(1.9, 0.8), _report(1.5, 0.7), _report(1.7, 0.9)]
+    kept = median_run(runs)
+    assert kept.rows[1].cpu_vs_langgraph == 1.7  # the middle memory-store ratio
+    assert [r["closedloop, memory store, no trace"] for r in kept.repeats] == [1.9, 1.5, 1.7]
+    assert [r["closedloop, SQLite · sqlite"] for r in kept.repeats] == [0.8, 0.7, 0.9]
+    assert median_run(runs[:1]).repeats == []  # one run: nothing to repeat
+    # An even count keeps the lower middle run, never an average no run measured.
+    assert median_run(runs[:2]).rows[1].cpu_vs_langgraph == 1.5

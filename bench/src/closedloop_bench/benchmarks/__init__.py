@@ -37,7 +37,13 @@ from ._oracle import (
     oracle_verdict,
     planner_faults,
 )
-from ._overhead import OverheadReport, OverheadRow, render_overhead, run_overhead_bench
+from ._overhead import (
+    OverheadReport,
+    OverheadRow,
+    median_run,
+    render_overhead,
+    run_overhead_bench,
+)
 from ._ray import RayExecutor
 from ._report import (
     REPORT_SCHEMA_VERSION,
@@ -122,6 +128,7 @@ __all__ = [
     "fault_summary",
     "faults_from_log",
     "get_strategy",
+    "median_run",
     "model_source",
     "oracle_model",
     "oracle_verdict",

@@ -45,7 +45,13 @@ from ._overhead_loops import (
 )
 from ._overhead_profile import StepProfile, profile_loop, render_profiles
 
-__all__ = ["OverheadReport", "OverheadRow", "render_overhead", "run_overhead_bench"]
+__all__ = [
+    "OverheadReport",
+    "OverheadRow",
+    "median_run",
+    "render_overhead",
+    "run_overhead_bench",
+]
 
 MODEL_CALL_S = 0.010
 """The model call the 1 % target is measured against: 10 ms."""
@@ -115,6 +121,42 @@ class OverheadReport(BaseModel):
     )
     cpus: int | None = Field(default=None, description="CPUs of the machine")
     command: str = Field(default="", description="the command that wrote this file")
+    repeats: list[dict[str, float | None]] = Field(
+        default_factory=list,
+        description=(
+            "with several runs: each run's CPU ratio per loop (× LangGraph, and × LangGraph + "
+            "SQLite for the durable rows, as 'loop · sqlite'); this file is the median run"
+        ),
+    )
+
+
+def median_run(reports: Sequence[OverheadReport]) -> OverheadReport:
+    """The run whose memory-store CPU ratio is the median of ``reports``, carrying every
+    run's ratios (the CPU figures move with the machine's load from run to run)."""
+    if not reports:
+        raise ValueError("median_run needs at least one report")
+
+    def ratio(report: OverheadReport) -> float:
+        row = next(r for r in report.rows if r.loop == MEMORY)
+        return float("inf") if row.cpu_vs_langgraph is None else row.cpu_vs_langgraph
+
+    ranked = sorted(reports, key=ratio)
+    kept = ranked[(len(ranked) - 1) // 2]
+    repeats = [_ratios(report) for report in reports]
+    return kept.model_copy(update={"repeats": repeats if len(reports) > 1 else []})
+
+
+def _ratios(report: OverheadReport) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for row in report.rows:
+        out[row.loop] = _round(row.cpu_vs_langgraph)
+        if row.cpu_vs_langgraph_sqlite is not None:
+            out[f"{row.loop} · sqlite"] = _round(row.cpu_vs_langgraph_sqlite)
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 # --- measuring ----------------------------------------------------------------------------

@@ -659,16 +659,27 @@ def overhead(
     profile_rounds: Annotated[
         int, typer.Option(help="Extra rounds under cProfile (where the time goes; 0: none).")
     ] = 5,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Whole runs; the file keeps the median run and every ratio.")
+    ] = 1,
 ) -> None:
     """Per-step cost of the loop itself: closedloop vs a plain loop vs LangGraph."""
-    from ..benchmarks import render_overhead, run_overhead_bench, write_json
+    from ..benchmarks import median_run, render_overhead, run_overhead_bench, write_json
 
-    report = asyncio.run(
-        run_overhead_bench(steps=steps, rounds=rounds, profile_rounds=profile_rounds)
-    )
+    runs = []
+    for n in range(repeats):
+        if repeats > 1:
+            _err.print(f"run {n + 1}/{repeats}", highlight=False)
+        runs.append(
+            asyncio.run(
+                run_overhead_bench(steps=steps, rounds=rounds, profile_rounds=profile_rounds)
+            )
+        )
+    report = median_run(runs)
     command = (
         f"nice -n 19 .venv/bin/python bench/overhead.py --steps {steps} --rounds {rounds} "
         f"--profile-rounds {profile_rounds} --out {out}"
+        + (f" --repeats {repeats}" if repeats > 1 else "")
     )
     report = report.model_copy(update={"command": command})
     render_overhead(report, _out)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from closedloop import ConfigurationError
-from closedloop.agent import ControlConfig, HaltReason, ModelSettings, Sampling
+from closedloop.agent import ControlConfig, HaltReason, ModelSettings, Runtime, Sampling
 from closedloop.control import ActuatorSchedule, schedule_votes
+from closedloop.feedback import HandoverQueue, MemoryStore
 from closedloop.models import CallInfo, FunctionModel, Message, RawCompletion
 
 from .conftest import Adder, answered, call, final, make_agent
@@ -71,7 +72,24 @@ async def test_with_a_floor_an_unsure_first_sample_needs_no_more_samples() -> No
     assert result.halt_reason is HaltReason.ABSTAINED and len(model.calls) == 1
 
 
+async def test_an_unsure_first_call_can_go_to_a_person_instead() -> None:
+    adder, store = Adder(), MemoryStore()
+    control = ControlConfig(sampling=Sampling(abstain_below=0.4, unsure="handover"))
+    runtime = Runtime(store=store)
+    agent, _ = make_agent(_caller(0.2), [adder.add], control=control, runtime=runtime)
+    frozen = await agent.run("What is 2 + 3?")
+    assert frozen.halt_reason is HaltReason.HANDOVER and frozen.handover_id is not None
+    assert adder.ran == []  # nothing executed before the person decides
+    item = await HandoverQueue(store).get(frozen.handover_id)
+    assert "below 0.4" in json.dumps(item.audit)  # the person sees why
+    await HandoverQueue(store).decide(frozen.handover_id, "approve")
+    resumed = await agent.resume(frozen.handover_id)
+    assert resumed.success and adder.ran == [(2, 3)]  # the approved call ran, once
+
+
 def test_bad_abstain_settings_are_named() -> None:
+    with pytest.raises(ConfigurationError, match="unsure"):
+        Sampling(abstain_below=0.4, unsure="ask")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="abstain_below"):
         Sampling(abstain_below=1.5)
     with pytest.raises(ConfigurationError, match="abstain_answer"):

@@ -158,16 +158,18 @@ async def decide(run: Run, view: View, reply: ModelReply) -> Decided:
     return _call(run, view, reply)
 
 
-def abstention(run: Run, reply: ModelReply) -> Abstain | None:
+def abstention(run: Run, reply: ModelReply) -> Abstain | HandOver | None:
     """Abstain rather than run the task's first call when its first sample's
     decision-token probability is below ``Sampling.abstain_below`` (no reading, no
-    abstention)."""
+    abstention), or hand the task over with that call (``Sampling.unsure``)."""
     sampling = run.settings.control.sampling
     p = sample_confidence(reply.confidence)
     if p is None or not sampling.abstains(p, reply.proposal.kind, bool(run.state.observations)):
         return None
-    note = f"abstained: the first call's confidence {p:.2f} is below {sampling.abstain_below:g}"
-    return Abstain(sampling.abstain_answer, note)
+    below = f"the first call's confidence {p:.2f} is below {sampling.abstain_below:g}"
+    if sampling.unsure == "handover":
+        return HandOver(f"unsure: {below}")
+    return Abstain(sampling.abstain_answer, f"abstained: {below}")
 
 
 def _plan(run: Run, plan: tuple[Any, ...]) -> Decision:

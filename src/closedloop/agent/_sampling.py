@@ -95,7 +95,10 @@ class Sampling:
     decision-token probability (``exp(logprob_low)``) is below this is not run: the run ends
     ``abstained``, answering ``abstain_answer`` (selective prediction: decline rather than
     act when unsure, Geifman and El-Yaniv 2017). It needs a model that gives logprobs; with
-    none it never abstains. None, the default: never.
+    none it never abstains. None, the default: never. ``unsure`` says what such a proposal
+    does instead: ``"abstain"`` answers as above; ``"handover"`` puts the task on the
+    handover queue with the unsure call, for a person to approve, edit or reject (the run
+    ends ``handover`` and resumes from their decision).
     """
 
     stop: StopRule | Literal["auto"] | None = None
@@ -103,6 +106,7 @@ class Sampling:
     risk: RiskControl | None = None
     abstain_below: float | None = None
     abstain_answer: str = ABSTAIN_ANSWER
+    unsure: Literal["abstain", "handover"] = "abstain"
 
     def __post_init__(self) -> None:
         if self.stop not in (None, "auto") and not isinstance(self.stop, StopRule):
@@ -115,6 +119,8 @@ class Sampling:
             raise ConfigurationError("risk", self.risk, "must be a RiskControl or None")
         if self.abstain_below is not None:
             require_unit_interval("abstain_below", self.abstain_below)
+        if self.unsure not in ("abstain", "handover"):
+            raise ConfigurationError("unsure", self.unsure, "must be 'abstain' or 'handover'")
         if not isinstance(self.abstain_answer, str) or not self.abstain_answer.strip():
             raise ConfigurationError(
                 "abstain_answer", self.abstain_answer, "must be a non-empty string"

@@ -7,6 +7,7 @@ core command line finds them without importing this package.
 from __future__ import annotations
 
 from . import _adversarial  # noqa: F401  (registers ``bench adversarial``)
+from . import _faults as _faults  # registers ``bench faults`` and ``bench budget``
 from . import _fleet as _fleet  # registers ``bench fleet``
 from ._bench import app as bench_app
 from ._demo import app as demo_app

@@ -26,7 +26,7 @@ from closedloop.perception import IsotonicCalibration
 from ._calibration import auroc
 from ._replay import Abstaining, Record
 
-__all__ = ["CALIBRATED_FLOORS", "abstention_report"]
+__all__ = ["CALIBRATED_FLOORS", "abstention_report", "declining"]
 
 CALIBRATED_FLOORS = (0.1, 0.2, 0.3, 0.4, 0.5)
 """Floors on the calibrated probability that the first call is right."""
@@ -37,13 +37,15 @@ def _p_low(record: Record) -> float:
     return 0.0 if first.p_low is None else first.p_low
 
 
-def _declining(
+def declining(
     name: str,
     records: Sequence[Record],
     inner: Sequence[bool],
     declined: Sequence[bool],
 ) -> dict[str, Any]:
-    """One rule's success against declining as many tasks at random."""
+    """A rule that declines the tasks marked ``declined`` (and otherwise scores as
+    ``inner``) against declining as many tasks at random: each task declined with the
+    rule's rate, so the expectation is exact."""
     n = len(records)
     rate = sum(declined) / n
     success = sum(
@@ -68,25 +70,25 @@ def _model_report(
 ) -> dict[str, Any]:
     lows = [_p_low(r) for r in records]
     fits = [r.abstain_ok for r in records]
+    single = [r.samples[0].ok for r in records]
     rows = []
     for rule in rules:
         inner = [rule.inner.replay([r]).success for r in records]
         declined = [p < rule.below for p in lows]
-        rows.append(_declining(rule.name, records, inner, declined))
+        rows.append(declining(rule.name, records, inner, declined))
     out: dict[str, Any] = {
         "n": len(records),
         "always_abstain": sum(fits),
-        "single": sum(r.samples[0].ok for r in records),
+        "single": sum(single),
         "no_tool_fits_auroc": auroc([1.0 - p for p in lows], fits),
         "rows": rows,
     }
     if fit is not None:
-        single = [r.samples[0].ok for r in records]
         calibrated = [fit(p) for p in lows]
         out["calibrated"] = {
             "largest_calibrated_p": max(fit.values),
             "rows": [
-                _declining(
+                declining(
                     f"single+abstain[calibrated]<{f:g}",
                     records,
                     single,

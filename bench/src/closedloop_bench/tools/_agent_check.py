@@ -19,6 +19,7 @@ from typing import Any
 from closedloop import ConfigurationError
 from closedloop_bench.benchmarks._stats import wilson_interval
 
+from ._abstention import declining
 from ._plane import mcnemar_exact, paired_bootstrap
 from ._replay import Outcome, Record, Strategy
 from ._report import TaskResult, ToolsReport
@@ -173,18 +174,15 @@ def _declines_against_random(
     """What the treated row's abstentions did to the reference row's tasks, against as many
     declined at random: each declined task gains where no tool fits (the bank's checker
     on an answer with no call) and loses where the reference solved it."""
-    declined = [row.halt == ABSTAINED for row in treated]
-    fits = [r.abstain_ok for r in records]
     solved = [r.success for r in reference]
-    rate = sum(declined) / len(declined)
-    gain = sum(f - s for d, f, s in zip(declined, fits, solved, strict=True) if d)
-    random_gain = rate * (sum(fits) - sum(solved))
+    judged = declining("", records, solved, [row.halt == ABSTAINED for row in treated])
+    base = sum(solved)
     return {
-        "declined": sum(declined),
-        "no_tool_fits_tasks": sum(fits),
-        "net_gain": gain,
-        "random_same_rate_net_gain": round(random_gain, 2),
-        "above_random": round(gain - random_gain, 2),
+        "declined": judged["declined"],
+        "no_tool_fits_tasks": sum(r.abstain_ok for r in records),
+        "net_gain": judged["success"] - base,
+        "random_same_rate_net_gain": round(judged["random_same_rate"] - base, 2),
+        "above_random": judged["above_random"],
     }
 
 

@@ -3,10 +3,14 @@ turn, repetitions with fresh seeds; and the configuration's checks."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from closedloop import ConfigurationError
 from closedloop_bench.benchmarks import STRATEGY_NAMES, FaultsConfig, plan_jobs
+from closedloop_bench.benchmarks._runner import fault_seed
 from closedloop_bench.reference import load_tasks
 
 TASKS = load_tasks("eval")
@@ -33,6 +37,28 @@ def test_more_episodes_than_tasks_repeat_them_with_new_seeds() -> None:
     first = {j.task_id: j.fault_seed for j in jobs if j.repetition == 0}
     again = [j for j in jobs if j.repetition == 1]
     assert all(first[j.task_id] != j.fault_seed for j in again)
+
+
+def test_a_profile_file_draws_the_same_faults_from_any_directory(tmp_path: Path) -> None:
+    def seeds(profile: str) -> list[int]:
+        config = FaultsConfig(
+            steps=(3,), episodes=3, strategies=("open_loop",), profiles=(profile,)
+        )
+        return [j.fault_seed for j in plan_jobs(config, TASKS)]
+
+    paths = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        paths.append(tmp_path / folder / "busy.json")
+        paths[-1].write_text(json.dumps({"regimes": {"onset_rate": 0.5}}))
+    assert seeds(str(paths[0])) == seeds(str(paths[1]))  # keyed by the name "busy", not the path
+    named = tmp_path / "a" / "named.json"
+    named.write_text(json.dumps({"name": "busy", "regimes": {"onset_rate": 0.1}}))
+    assert seeds(str(named)) == seeds(str(paths[0]))  # a name the file gives wins over its stem
+    # Built-in names key the seeds as before (results already on file stay reproducible).
+    harsh = plan_jobs(FaultsConfig(steps=(3,), episodes=1, profiles=("harsh",)), TASKS)[0]
+    assert harsh.fault_seed == fault_seed(0, "harsh", harsh.task_id, 0)
+    assert seeds("regimes@0.2") != seeds("regimes@0.3")
 
 
 def test_the_whole_split_is_the_default_and_the_quick_preset_is_small() -> None:

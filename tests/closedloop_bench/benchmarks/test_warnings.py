@@ -166,13 +166,10 @@ async def test_steps_are_timed_on_the_worlds_clock_so_an_onset_in_the_last_step_
     assert on_world_clock.onsets == 1 and on_world_clock.with_failure == 1
 
 
-def test_the_command_writes_the_report_and_uses_the_options_given(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Fault seeds are keyed by the profile as named: a relative name fixed across runs gives
-    # the same regimes every time (a fresh temporary path drew new ones, some with no onset).
-    monkeypatch.chdir(tmp_path)
-    profile = Path("busy.json")
+def test_the_command_writes_the_report_and_uses_the_options_given(tmp_path: Path) -> None:
+    # Fault seeds are keyed by the profile's name ("busy"), not its temporary path: the same
+    # regimes every run, and these have onsets.
+    profile = tmp_path / "busy.json"
     profile.write_text(json.dumps({"regimes": {"onset_rate": 0.5}}))
     args = ["faults", "--warnings", "--model", "test:oracle", "--latency-scale", "0.05"]
     args += ["--profiles", str(profile), "--steps", "5", "--episodes", "2", "--no-cache"]

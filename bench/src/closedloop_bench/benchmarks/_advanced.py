@@ -50,7 +50,15 @@ from ._advanced_report import (
     _spread,
     render_advanced,
 )
-from ._runner import EpisodeJob, EpisodeRunner, FaultsConfig, fault_seed, make_runner, run_jobs
+from ._runner import (
+    EpisodeJob,
+    EpisodeRunner,
+    FaultsConfig,
+    fault_seed,
+    make_runner,
+    profile_key,
+    run_jobs,
+)
 from ._testmodel import IdealReference
 
 __all__ = ["AdvancedConfig", "AdvancedReport", "render_advanced", "run_advanced_bench"]
@@ -106,8 +114,9 @@ def _jobs(
     profile: str, tasks: Sequence[ReferenceTask], names: Sequence[str], seed: int
 ) -> list[EpisodeJob]:
     jobs: list[EpisodeJob] = []
+    key = profile_key(profile)
     for task in tasks:
-        fs = fault_seed(seed, profile, task.id, 0)
+        fs = fault_seed(seed, key, task.id, 0)
         jobs.extend(EpisodeJob(profile, task.expected_steps, task.id, 0, fs, n) for n in names)
     return jobs
 

@@ -172,9 +172,17 @@ class EpisodeJob:
 
 
 def fault_seed(seed: int, profile: str, task_id: str, repetition: int) -> int:
-    """A stable 31-bit fault seed per episode (the same for every strategy)."""
+    """A stable 31-bit fault seed per episode (the same for every strategy). ``profile`` is
+    the profile's name (:func:`profile_key`), never a file's path."""
     text = f"{seed}\x1f{profile}\x1f{task_id}\x1f{repetition}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "big") >> 1
+
+
+def profile_key(profile: str) -> str:
+    """What fault seeds are keyed by: the profile's name, so that a profile file draws the
+    same faults from any directory it is named in (its name is the file's stem unless the
+    file gives one), and a built-in or ``NAME@λ`` profile keeps its own."""
+    return load_profile(profile).name
 
 
 def _interleaved(tasks: Sequence[ReferenceTask], start: int = 0) -> list[ReferenceTask]:
@@ -196,6 +204,7 @@ def plan_jobs(config: FaultsConfig, tasks: Sequence[ReferenceTask]) -> list[Epis
     """Every job of a run, episode by episode (all strategies of an episode together)."""
     jobs: list[EpisodeJob] = []
     for profile in config.profiles:
+        key = profile_key(profile)
         for turn, steps in enumerate(config.steps):
             # Each step count starts with another domain, so one episode per cell still
             # samples every domain across the curve.
@@ -205,7 +214,7 @@ def plan_jobs(config: FaultsConfig, tasks: Sequence[ReferenceTask]) -> list[Epis
             count = len(pool) if config.episodes is None else config.episodes
             for n in range(count):
                 task, repetition = pool[n % len(pool)], n // len(pool)
-                seed = fault_seed(config.seed, profile, task.id, repetition)
+                seed = fault_seed(config.seed, key, task.id, repetition)
                 for name in config.strategies:
                     jobs.append(EpisodeJob(profile, steps, task.id, repetition, seed, name))
     return jobs

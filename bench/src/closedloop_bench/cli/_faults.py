@@ -59,7 +59,8 @@ def faults(
         str | None,
         typer.Option(
             help="Comma-separated fault profiles: names, files, or NAME@λ for a profile with "
-            "its regimes' onset rate λ (regimes@0.2). Default: seed000 (none with --lambdas)."
+            "its regimes' onset rate λ (regimes@0.2); fault seeds follow a profile's name (a "
+            "file's stem), not its path. Default: seed000 (none with --lambdas)."
         ),
     ] = None,
     lambdas: Annotated[

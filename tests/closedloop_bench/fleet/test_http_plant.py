@@ -55,6 +55,9 @@ async def test_429s_are_answered_with_retry_after_and_honoured(served: list[Serv
     await model.aclose()
 
 
+SCALE = 4.0
+
+
 def _brownout_then_cut(t: float) -> Capacity:
     """Servers slow from 5 s to 15 s (plant time); the buckets are cut to 5 % at 20 s."""
     speed = 1.0 if t < 5.0 else max(0.3, 1.0 - 0.7 * (t - 5.0) / 10.0)
@@ -66,10 +69,16 @@ async def test_the_limit_falls_before_the_first_429_under_a_brownout(
 ) -> None:
     config = ProviderConfig(servers=2, queue_limit=64, rpm=300.0)
     schedule = Schedule("brownout, then a cut", 30.0, _brownout_then_cut)
-    endpoint = PlantEndpoint(config, schedule, time_scale=10.0)
+    # Plant time runs SCALE times the wall clock: slow enough that the brownout stands out
+    # above a loaded machine's scheduling delays (at 10x they drowned it and the limit did
+    # not fall before the cut). The limiter's window is two seconds of plant time.
+    endpoint = PlantEndpoint(config, schedule, time_scale=SCALE)
     plant = _start(served, endpoint)
     initial = 20.0
-    limiter = DelayPIDLimiter(DelayPIDConfig(initial=initial, window_s=0.2), start=time.monotonic())
+    window_s = 2.0 / SCALE
+    limiter = DelayPIDLimiter(
+        DelayPIDConfig(initial=initial, window_s=window_s), start=time.monotonic()
+    )
     gate = AdmissionGate(limiter, cooldown=Cooldown(), clock=time.monotonic)
     model = GatedModel(OpenAICompatible(plant.base_url, "fleet", timeout=5.0), gate, max_attempts=1)
     limits: list[tuple[float, float]] = []

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from closedloop._exceptions import ConfigurationError
 
+from . import _faults_options as opt
 from ._bench import _check_executor, _csv, _err, _out, _say, app
 from ._recorded import recorded_command
 
@@ -26,125 +27,29 @@ def _steps(text: str) -> tuple[int, ...]:
 @app.command("faults")
 def faults(
     ctx: typer.Context,
-    model: Annotated[
-        str,
-        typer.Option(help="Model spec, or test:oracle (a perfect planner with no control)."),
-    ] = "test:oracle",
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick",
-            help="A few episodes per cell, on steps 1,3,5,7 and profile seed000 unless "
-            "--steps / --profiles / --episodes say otherwise.",
-        ),
-    ] = False,
-    warnings: Annotated[
-        bool,
-        typer.Option(
-            "--warnings",
-            help="The early-warning study instead: closedloop_adrc on regimes@0.1,0.2, steps "
-            "5,7,10, 8 episodes per cell (2 with --quick) unless the options say otherwise; "
-            "writes early_warning.json to --out (default bench/results/faults).",
-        ),
-    ] = False,
-    strategies: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated: open_loop, fixed_retries, langgraph, closedloop_pid, "
-            "closedloop_adrc, closedloop_frozen (the same loop, controller frozen), and the "
-            "other closedloop_* rows. Default: those six (--warnings: closedloop_adrc)."
-        ),
-    ] = None,
-    profiles: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated fault profiles: names, files, or NAME@λ for a profile with "
-            "its regimes' onset rate λ (regimes@0.2); fault seeds follow a profile's name (a "
-            "file's stem), not its path. Default: seed000 (none with --lambdas)."
-        ),
-    ] = None,
-    lambdas: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated onset rates λ in [0, 1]: runs profile regimes@λ for each, "
-            "besides --profiles; writes lambda.png (success against λ, and on minus frozen)."
-        ),
-    ] = None,
-    no_frontier: Annotated[
-        bool,
-        typer.Option(
-            "--no-frontier",
-            help="Skip the retry-budget sweep run after the table (sweep.json, frontier.png).",
-        ),
-    ] = False,
-    no_warnings: Annotated[
-        bool,
-        typer.Option(
-            "--no-warnings",
-            help="Skip the early-warning study run after the table (early_warning.json).",
-        ),
-    ] = False,
-    steps: Annotated[
-        str | None, typer.Option(help="Comma-separated step counts (1-10). Default: 1-10.")
-    ] = None,
-    episodes: Annotated[
-        int | None,
-        typer.Option(help="Episodes per cell (default: every task of that step count)."),
-    ] = None,
-    split: Annotated[str, typer.Option(help="Task split: eval or dev.")] = "eval",
-    tasks: Annotated[
-        Path | None,
-        typer.Option(
-            help="A JSONL file of your own world tasks instead of --split "
-            "(docs/how-to/your-tasks.md)."
-        ),
-    ] = None,
-    explain: Annotated[
-        bool,
-        typer.Option("--explain", help="List the tasks (checked on a fault-free world); no model."),
-    ] = False,
-    seed: Annotated[int, typer.Option(help="Base of every episode's fault seed.")] = 0,
-    latency_scale: Annotated[
-        float, typer.Option(help="Multiplies the worlds' injected latencies (0: none).")
-    ] = 1.0,
-    concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
-    attempts: Annotated[int, typer.Option(help="Retry budget per call, for everyone.")] = 3,
-    tool_timeout: Annotated[
-        float,
-        typer.Option(help="Timeout of every HTTP call, s; 0: the tools' adaptive timeout."),
-    ] = 10.0,
-    closed_loop: Annotated[
-        str | None,
-        typer.Option(
-            help="The closed loop's planner: react (the model proposes every step), "
-            "reference (the reference agents: rules, the model past a gate) or auto "
-            "(reference for real models, react for test:oracle). Default: auto."
-        ),
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Do not use the completion cache.")
-    ] = False,
-    executor: Annotated[
-        str,
-        typer.Option(
-            help="asyncio (one event loop here) or ray (one Ray task per episode; needs the "
-            "'ray' extra)."
-        ),
-    ] = "asyncio",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            help="With --executor ray: an existing cluster ('auto', 'HOST:6379' or "
-            "'ray://HOST:10001'); default: start a local Ray."
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder for report.json and curves.png (default runs/bench-faults; with "
-            "--warnings, for early_warning.json, default bench/results/faults)."
-        ),
-    ] = None,
+    model: opt.Model = "test:oracle",
+    quick: opt.Quick = False,
+    warnings: opt.Warnings = False,
+    strategies: opt.Strategies = None,
+    profiles: opt.Profiles = None,
+    lambdas: opt.Lambdas = None,
+    no_frontier: opt.NoFrontier = False,
+    no_warnings: opt.NoWarnings = False,
+    steps: opt.Steps = None,
+    episodes: opt.Episodes = None,
+    split: opt.Split = "eval",
+    tasks: opt.Tasks = None,
+    explain: opt.Explain = False,
+    seed: opt.Seed = 0,
+    latency_scale: opt.LatencyScale = 1.0,
+    concurrency: opt.Concurrency = 16,
+    attempts: opt.Attempts = 3,
+    tool_timeout: opt.ToolTimeout = 10.0,
+    closed_loop: opt.ClosedLoop = None,
+    no_cache: opt.NoCache = False,
+    executor: opt.Executor = "asyncio",
+    ray_address: opt.RayAddress = None,
+    out: opt.Out = None,
 ) -> None:
     """Open loop, fixed retries, LangGraph and closedloop on the same faulted world; then
     (unless --no-frontier / --no-warnings) the retry-budget frontier and the early-warning
@@ -155,23 +60,9 @@ def faults(
         _explain_world_tasks(tasks, split)
         return
     _check_executor(executor, ray_address)
-    if strategies is not None:
-        chosen = _csv(strategies)
-    elif warnings:
-        chosen = ("closedloop_adrc",)
-    else:
-        chosen = DEFAULT_STRATEGIES
+    chosen = _chosen_strategies(strategies, warnings=warnings, closed_loop=closed_loop)
     if out is None:
         out = Path("bench/results/faults" if warnings else "runs/bench-faults")
-    strategies = ",".join(chosen)
-    if closed_loop is not None and not any(name.startswith("closedloop") for name in chosen):
-        # The option steers only the closedloop strategies: refuse rather than ignore it.
-        raise ConfigurationError(
-            "--closed-loop",
-            closed_loop,
-            f"applies to the closedloop strategies, and --strategies ({strategies}) has none",
-        )
-
     common: dict[str, Any] = {
         "model": model,
         "strategies": chosen,
@@ -190,15 +81,7 @@ def faults(
         "command": recorded_command(ctx, "closedloop bench faults"),
     }
     # Every option given is used: --quick only picks what the others leave open.
-    given: dict[str, Any] = {}
-    if profiles is not None or lambdas is not None:
-        # --lambdas adds its profiles to --profiles: neither is dropped for the other.
-        swept = tuple(f"regimes@{lam:g}" for lam in _lambdas(lambdas))
-        given["profiles"] = tuple(dict.fromkeys((*_csv(profiles or ""), *swept)))
-    if steps is not None:
-        given["steps"] = _steps(steps)
-    if episodes is not None:
-        given["episodes"] = episodes
+    given = _given(profiles, lambdas, steps, episodes)
     if warnings:
         _early_warning(common, given, quick=quick)
         return
@@ -211,11 +94,7 @@ def faults(
         given.setdefault("steps", tuple(range(1, 11)))
         config = FaultsConfig(**common, episodes=given.pop("episodes", None), **given)
 
-    def tick(done: int, total: int, _result: object) -> None:
-        if done == total or done % max(1, total // 20) == 0:
-            _err.print(f"{done}/{total} episodes", highlight=False)
-
-    report = asyncio.run(run_faults_bench(config, progress=tick))
+    report = asyncio.run(run_faults_bench(config, progress=lambda d, t, _r: _tick(d, t, 20)))
     render_faults(report, _out)
     lam = f", λ plot: {out / 'lambda.png'}" if report.lambda_curves else ""
     _out.print(f"report: {out / 'report.json'}, plot: {out / 'curves.png'}{lam}")
@@ -223,6 +102,48 @@ def faults(
         _frontier(config, out, asked)
     if not no_warnings:
         _warnings_after(config, out, asked)
+
+
+def _chosen_strategies(
+    strategies: str | None, *, warnings: bool, closed_loop: str | None
+) -> tuple[str, ...]:
+    """The rows asked for, or the command's defaults; ``--closed-loop`` steers only the
+    closedloop rows, so it is refused rather than ignored where there is none."""
+    if strategies is not None:
+        chosen = _csv(strategies)
+    elif warnings:
+        chosen = ("closedloop_adrc",)
+    else:
+        chosen = DEFAULT_STRATEGIES
+    if closed_loop is not None and not any(name.startswith("closedloop") for name in chosen):
+        raise ConfigurationError(
+            "--closed-loop",
+            closed_loop,
+            f"applies to the closedloop strategies, and --strategies ({','.join(chosen)}) has none",
+        )
+    return chosen
+
+
+def _given(
+    profiles: str | None, lambdas: str | None, steps: str | None, episodes: int | None
+) -> dict[str, Any]:
+    """The cell settings the user gave (each only if given): profiles, steps, episodes."""
+    given: dict[str, Any] = {}
+    if profiles is not None or lambdas is not None:
+        # --lambdas adds its profiles to --profiles: neither is dropped for the other.
+        swept = tuple(f"regimes@{lam:g}" for lam in _lambdas(lambdas))
+        given["profiles"] = tuple(dict.fromkeys((*_csv(profiles or ""), *swept)))
+    if steps is not None:
+        given["steps"] = _steps(steps)
+    if episodes is not None:
+        given["episodes"] = episodes
+    return given
+
+
+def _tick(done: int, total: int, lines: int = 10) -> None:
+    """Progress on stderr, about ``lines`` times over a run and at its end."""
+    if done == total or done % max(1, total // lines) == 0:
+        _err.print(f"{done}/{total} episodes", highlight=False)
 
 
 DEFAULT_STRATEGIES = (
@@ -281,11 +202,7 @@ def _warnings_after(config: Any, out: Path, asked: dict[str, Any]) -> None:
         highlight=False,
     )
 
-    def tick(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 10) == 0:
-            _err.print(f"{done}/{total} episodes", highlight=False)
-
-    report, path = asyncio.run(run_study(study, out, progress=tick))
+    report, path = asyncio.run(run_study(study, out, progress=_tick))
     render_warnings(report, _out)
     _out.print(f"early warning: {path}")
 
@@ -395,11 +312,7 @@ def _early_warning(common: dict[str, Any], given: dict[str, Any], *, quick: bool
         command=command,
     )
 
-    def tick(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 10) == 0:
-            _err.print(f"{done}/{total} episodes", highlight=False)
-
-    report = asyncio.run(run_warnings(config, progress=tick))
+    report = asyncio.run(run_warnings(config, progress=_tick))
     render_warnings(report, _out)
     path = write_warnings(report, out / "early_warning.json")
     _out.print(f"report: {path}")

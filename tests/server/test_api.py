@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from closedloop.agent import read_trace
+from closedloop.models import CallInfo, FunctionModel, Message
 
 from .conftest import Harness, HarnessFactory, new_session, start_run
 
@@ -110,13 +112,24 @@ async def test_result_is_refused_while_the_run_is_still_running(harness: Harness
     assert (await alice.get(f"/v1/sessions/{sid}/runs/{rid}/result")).status_code == 200
 
 
-async def test_cancel_stops_a_running_run(harness: Harness) -> None:
+async def test_cancel_stops_a_running_run(make_harness: HarnessFactory) -> None:
+    # The model's answer waits until the run is cancelled, so the cancel surely meets a
+    # running run (a zero-latency run could end first on a loaded machine).
+    asked = asyncio.Event()
+
+    async def stalled(messages: tuple[Message, ...], info: CallInfo) -> dict[str, Any]:
+        asked.set()
+        await asyncio.Event().wait()  # until cancelled
+        raise AssertionError("the cancelled call went on")
+
+    harness = await make_harness(model=FunctionModel(stalled, name="stalled"))
     alice = harness.client("alice")
     sid = await new_session(alice)
     rid = await start_run(alice, sid, "calc", "Add 9 and 9.")
+    await asyncio.wait_for(asked.wait(), timeout=30.0)
     cancelled = await alice.post(f"/v1/sessions/{sid}/runs/{rid}/cancel")
     assert cancelled.status_code == 202
-    await harness.settle()
+    await asyncio.wait_for(harness.settle(), timeout=30.0)  # a cancel that failed would hang
     status = (await alice.get(f"/v1/sessions/{sid}/runs/{rid}")).json()
     assert status["status"] == "cancelled" and status["halt_reason"] == "cancelled"
     assert status["success"] is False

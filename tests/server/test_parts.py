@@ -157,6 +157,12 @@ async def test_store_urls(tmp_path: Path) -> None:
     assert store.synchronous == "FULL"
     fast = open_store(f"sqlite://{tmp_path}/y.db?synchronous=normal")
     assert isinstance(fast, SQLiteStore) and fast.synchronous == "NORMAL"
+    assert store.inline_reads and fast.inline_reads
+    worker = open_store(f"sqlite://{tmp_path}/w.db?inline_reads=false")
+    assert isinstance(worker, SQLiteStore) and not worker.inline_reads
+    await worker.close()
+    with pytest.raises(ConfigurationError, match="inline_reads must be true or false"):
+        open_store(f"sqlite://{tmp_path}/z.db?inline_reads=maybe")
     with pytest.raises(ConfigurationError, match="store="):
         open_store("postgres://nope")
     with pytest.raises(ConfigurationError, match="unknown options"):

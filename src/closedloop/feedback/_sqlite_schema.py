@@ -24,6 +24,7 @@ __all__ = [
     "expired",
     "next_expiry",
     "open_database",
+    "open_reader",
     "row_record",
     "row_snapshot",
 ]
@@ -90,6 +91,15 @@ def open_database(
         conn.close()
         raise
     return conn, journal_mode
+
+
+def open_reader(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection to an opened WAL file (any thread may use it)."""
+    conn = sqlite3.connect(
+        str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA query_only=ON")
+    return conn
 
 
 def expired(row: Row, now: float) -> bool:

@@ -1,11 +1,13 @@
 """The SQLite store's worker thread: one connection, its transactions, group commit.
 
-One dedicated thread owns the connection and runs every operation, so the event loop never
-blocks on disk and SQLite is only ever used from the thread that opened it. A read runs
-alone in autocommit mode (one consistent WAL snapshot); writes that wait for the thread
-together share one ``BEGIN IMMEDIATE`` transaction and one sync (group commit, as
-databases batch their log flushes), each in its own savepoint. ``SQLiteStore`` is built
-on this and adds the store's operations.
+One dedicated thread owns the writing connection and runs every write, so the event loop
+never waits for a sync: writes that wait for the thread together share one ``BEGIN
+IMMEDIATE`` transaction and one sync (group commit, as databases batch their log
+flushes), each in its own savepoint. A read runs alone in autocommit mode (one consistent
+WAL snapshot), in WAL mode on the calling thread's own read-only connection (a WAL reader
+never waits for the writer, and the hop to the worker thread and back costs more CPU than
+the read), else on the worker. ``SQLiteStore`` is built on this and adds the store's
+operations.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import collections
 import contextlib
 import functools
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .._exceptions import StoreUnavailableError
-from ._sqlite_schema import open_database
+from ._sqlite_schema import open_database, open_reader
 from ._store import _Counters
 
 __all__ = ["SQLiteWorker"]
@@ -46,11 +49,24 @@ class SQLiteWorker:
     _writes: collections.deque[_Write]
     _executor: ThreadPoolExecutor
     _counters: _Counters
+    inline_reads: bool
+    _readers: dict[int, sqlite3.Connection]
 
     def _open(self) -> None:
         self._conn, self.journal_mode = open_database(
             self.path, self._busy_timeout_s, self.synchronous
         )
+
+    def _read_here(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """A read on the calling thread, on that thread's own read-only connection."""
+        thread = threading.get_ident()
+        conn = self._readers.get(thread)
+        try:
+            if conn is None:
+                conn = self._readers[thread] = open_reader(self.path, self._busy_timeout_s)
+            return fn(conn)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailableError(f"state store {str(self.path)!r}: {exc}") from exc
 
     def _run_in_worker(self, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
         try:
@@ -83,6 +99,8 @@ class SQLiteWorker:
     async def _call(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
         if self._closed:
             raise StoreUnavailableError(f"state store {str(self.path)!r} is closed")
+        if not write and self.inline_reads:
+            return self._read_here(fn)
         loop = asyncio.get_running_loop()
         try:
             if not write:
@@ -157,6 +175,10 @@ class SQLiteWorker:
         if self._closed:
             return
         self._closed = True
+
+        readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()
 
         def run() -> None:
             if self._conn is not None:

@@ -23,7 +23,8 @@ __all__ = ["ServerSettings", "open_store"]
 def open_store(url: str | None) -> StateStore:
     """The store a URL names: ``sqlite://PATH`` (``sqlite:///abs/path.db``; bare
     ``sqlite://`` is ``$CLOSEDLOOP_HOME/state.db``; ``?synchronous=NORMAL`` trades the
-    fsync per commit for speed, see ``SQLiteStore``), ``memory://``, or a Redis URL
+    fsync per commit for speed, ``?inline_reads=false`` keeps reads on the store's worker
+    thread, see ``SQLiteStore``), ``memory://``, or a Redis URL
     (``redis://[:password@]host:port/db``, ``rediss://`` for TLS, ``unix:///path.sock``;
     see ``RedisStore``) that several workers share. None is the SQLite default.
     """
@@ -35,12 +36,19 @@ def open_store(url: str | None) -> StateStore:
         path, _, query = url[len("sqlite://") :].partition("?")
         options = dict(part.partition("=")[::2] for part in query.split("&") if part)
         synchronous = options.pop("synchronous", "FULL").upper()
+        inline_reads = options.pop("inline_reads", "true").lower()
         if options:
             raise ConfigurationError("store", url, f"unknown options {sorted(options)}")
         if synchronous not in ("FULL", "NORMAL"):
             raise ConfigurationError("store", url, "synchronous must be FULL or NORMAL")
+        if inline_reads not in ("true", "false"):
+            raise ConfigurationError("store", url, "inline_reads must be true or false")
         where = Path(path).expanduser() if path else default_state_path()
-        return SQLiteStore(where, synchronous="NORMAL" if synchronous == "NORMAL" else "FULL")
+        return SQLiteStore(
+            where,
+            synchronous="NORMAL" if synchronous == "NORMAL" else "FULL",
+            inline_reads=inline_reads == "true",
+        )
     if url in ("memory://", "memory:"):
         return MemoryStore()
     if url.startswith(("redis://", "rediss://", "unix://")):

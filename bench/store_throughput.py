@@ -11,7 +11,12 @@ acknowledged write is on disk, what the ledger needs across a Redis crash) and o
 - ``put``: one client, sequential compare-and-set puts on one session;
 - ``update x C``: C concurrent clients, each read-modify-CAS on its own session;
 - ``contended x C``: C concurrent clients updating one session (CAS retries counted);
-- ``claim``: one client, ``record_put(expected_version=0)`` on fresh keys (ledger claims).
+- ``claim``: one client, ``record_put(expected_version=0)`` on fresh keys (ledger claims);
+- ``get``: one client, point reads of one record (``record_get``).
+
+Each workload also reports the process CPU time per operation (every thread: SQLite's
+worker, redis-py's), and SQLite FULL runs a second time with its reads on the worker
+thread (``inline_reads=False``), the way every read went before reads ran inline.
 """
 
 from __future__ import annotations
@@ -86,13 +91,14 @@ async def _timed(lanes: list[list[Callable[[], Awaitable[Any]]]]) -> dict[str, f
             await call()
             latencies.append(time.perf_counter() - start)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(lane) for lane in lanes))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     ordered = sorted(latencies)
     return {
         "ops": len(latencies),
         "ops_per_s": round(len(latencies) / elapsed, 1),
+        "cpu_us_per_op": round(cpu / len(latencies) * 1e6, 1),
         "p50_ms": round(statistics.median(ordered) * 1000, 3),
         "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))] * 1000, 3),
     }
@@ -142,6 +148,7 @@ async def run_store(store: BaseStore, ops: int, clients: int) -> dict[str, Any]:
             * ops
         ]
     )
+    results["get"] = await _timed([[lambda: store.record_get("ledger", "k0")] * ops])
     return results
 
 
@@ -153,6 +160,10 @@ async def run_all(ops: int, clients: int) -> dict[str, Any]:
         builders: list[tuple[str, Callable[[], BaseStore]]] = [
             ("memory", MemoryStore),
             ("sqlite FULL", lambda: SQLiteStore(root / "full.db")),
+            (
+                "sqlite FULL, reads on the worker",
+                lambda: SQLiteStore(root / "worker.db", inline_reads=False),
+            ),
             ("sqlite NORMAL", lambda: SQLiteStore(root / "normal.db", synchronous="NORMAL")),
         ]
         for name, build in builders:

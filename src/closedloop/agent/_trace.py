@@ -134,11 +134,11 @@ def _drop_partial_tail(path: Path) -> None:
 class JsonlTrace:
     """Append each step as one JSON line to ``path``; on close, write ``result.json`` beside it.
 
-    Lines are flushed as written and the file is fsynced on close; the result is written
-    to a temporary file and renamed, so a reader never sees half of it. Writing again after
-    ``close`` appends to the same file (a run resumed after a handover continues its
-    trace) and the next ``close`` replaces the result. Disk errors raise
-    ``StoreUnavailableError`` naming the file.
+    Lines are flushed as written (on the calling thread) and the file is fsynced on close
+    (on a worker thread); the result is written to a temporary file and renamed, so a
+    reader never sees half of it. Writing again after ``close`` appends to the same file
+    (a run resumed after a handover continues its trace) and the next ``close`` replaces
+    the result. Disk errors raise ``StoreUnavailableError`` naming the file.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -201,8 +201,12 @@ class JsonlTrace:
             raise StoreUnavailableError(f"trace {self.path}: cannot finish ({exc})") from exc
 
     async def write(self, record: StepRecord) -> None:
-        """Append one record (redacted) as a line and flush it."""
-        await asyncio.to_thread(self._append, to_json_text(record) + "\n")
+        """Append one record (redacted) as a line and flush it.
+
+        On the calling thread: a flushed append lands in the page cache and costs a few
+        microseconds, where a hop to a worker thread and back costs tens; the sync that
+        can wait on the disk is :meth:`close`'s, and that runs on a worker thread."""
+        self._append(to_json_text(record) + "\n")
 
     async def close(self, result: RunResult) -> None:
         """Fsync the trace and write ``result.json`` atomically."""

@@ -42,7 +42,7 @@ async def test_the_store_names_the_full_disk_and_keeps_what_it_had(tmp_path: Pat
         pages = conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[attr-defined]
         conn.execute(f"PRAGMA max_page_count={pages}")  # type: ignore[attr-defined]
 
-    await store._call(pin, write=False)
+    await store._call(pin, write=True)  # the writing connection: reads have their own
     with pytest.raises(StoreUnavailableError, match="full"):
         await store.record_put("ledger", "big", {"blob": "x" * 200_000})
     await store.close()

@@ -263,8 +263,9 @@ async def disk_full_row(root: Path, tasks: int) -> FaultRow:
                 pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
                 conn.execute(f"PRAGMA max_page_count={pages}")
 
-            # The store's own connection, on its own worker thread: a full disk for it alone.
-            await store._call(pin, write=False)
+            # The store's writing connection, on its worker thread (reads run on connections
+            # of their own): a full disk for its writes alone.
+            await store._call(pin, write=True)
 
     try:
         done, typed, handed = await _run_until_store_fails(store, effects, tasks, fail)

@@ -67,7 +67,7 @@ class SQLiteStore(SQLiteWorker, BaseStore):
     default) and the file in WAL mode, run on the calling thread, each thread on a
     read-only connection of its own: a WAL reader never waits for the writer, and a point
     read there costs microseconds where handing it to the worker thread and back costs
-    about ten times as much CPU. A read sees every write that has returned. With
+    about nine times as much CPU. A read sees every write that has returned. With
     ``inline_reads=False`` (or a file not in WAL mode) reads queue behind the worker's
     writes too, so the event loop never touches the disk, which suits a file much larger
     than the page cache; ``store.inline_reads`` says which holds.

@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._public import present_under
+
 __all__ = [
     "ActionError",
     "ActionTimeoutError",
@@ -281,5 +283,5 @@ class OutputValidationError(AgentError):
     """The accepted final answer does not validate against the agent's ``output_type``."""
 
 
-for _name in __all__:
-    globals()[_name].__module__ = "closedloop"
+# Every error shows as closedloop.X, its public home, in tracebacks and docs.
+present_under(globals(), __all__, "closedloop")

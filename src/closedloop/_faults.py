@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._exceptions import ConfigurationError
+from ._public import present_under
 from ._validation import require_non_negative, require_positive
 
 __all__ = [
@@ -97,6 +98,4 @@ class HandoverRequested(FaultEvent):
 
 # Their public home is closedloop.feedback (the layer that answers them), whichever
 # package is imported first; set here, where they are defined, not as an import side effect.
-for _name in __all__:
-    globals()[_name].__module__ = "closedloop.feedback"
-del _name
+present_under(globals(), __all__, "closedloop.feedback")

@@ -26,11 +26,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from types import FunctionType
 from typing import Any, Generic, TypeVar
 
 from ._exceptions import ConfigurationError
 from ._policy_state import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, Verdict
+from ._public import present_under
 from ._validation import require_int_at_least, require_non_negative
 from ._wait import (
     Wait,
@@ -457,7 +457,4 @@ class RetryPolicy:
 
 
 # Public names show as closedloop.policy.X in reprs and docs (httpx does the same).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = "closedloop.policy"
+present_under(globals(), __all__, "closedloop.policy")

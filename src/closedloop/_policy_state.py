@@ -6,10 +6,10 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import FunctionType
 from typing import Any
 
 from ._exceptions import ConfigurationError
+from ._public import present_under
 
 __all__ = ["PROGRAMMING_ERRORS", "PolicyDecision", "PolicyState", "Verdict"]
 
@@ -75,7 +75,4 @@ class PolicyDecision:
 
 
 # Public names show as closedloop.policy.X in reprs and docs (httpx does the same).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = "closedloop.policy"
+present_under(globals(), __all__, "closedloop.policy")

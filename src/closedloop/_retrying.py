@@ -16,11 +16,11 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from types import FunctionType
 from typing import Any, Generic, TypeVar, cast
 
 from ._exceptions import ConfigurationError
 from ._policy import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, RetryPolicy, Verdict
+from ._public import present_under
 
 __all__ = ["Observe", "Retried", "retry_async", "retry_sync"]
 
@@ -191,7 +191,4 @@ async def retry_async(
 
 
 # Public names show as closedloop.policy.X in reprs and docs (httpx does the same).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = "closedloop.policy"
+present_under(globals(), __all__, "closedloop.policy")

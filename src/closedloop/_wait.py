@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from types import FunctionType
 
 from ._exceptions import ConfigurationError
 from ._policy_state import PolicyState
+from ._public import present_under
 from ._validation import require_non_negative, require_positive
 
 __all__ = [
@@ -134,7 +134,4 @@ class wait_fact(Wait):
 
 
 # Public names show as closedloop.policy.X in reprs and docs (httpx does the same).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = "closedloop.policy"
+present_under(globals(), __all__, "closedloop.policy")

@@ -7,8 +7,7 @@ it ask the model. Every :class:`Decision` is logged with its reason.
 
 from __future__ import annotations
 
-from types import FunctionType
-
+from .._public import present_under
 from ._cascade import escalate
 from ._context import DecisionContext, Proposal, SourceState, StateVector, Trigger
 from ._controller import Decision, DecisionLog, HybridController, ModelPolicy, Threshold
@@ -47,7 +46,4 @@ __all__ = [
 ]
 
 # Public names show as closedloop.decision.X in reprs and docs.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = __name__
+present_under(globals(), __all__, __name__)

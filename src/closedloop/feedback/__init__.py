@@ -18,6 +18,7 @@ from .._faults import (
     ServerError,
     TimeoutEvent,
 )
+from .._public import present_under
 from ._bus import Delivery, EventBus, HandlerOutcome
 from ._circuit import CircuitBreaker, CircuitState
 from ._handover import (
@@ -99,8 +100,5 @@ __all__ = [
     "install_healing",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = __name__
-del _name, _obj
+# Public names show as closedloop.feedback.X in reprs and docs.
+present_under(globals(), __all__, __name__)

@@ -20,8 +20,7 @@ This package sits at the edge: it imports the core, the core never imports it.
 
 from __future__ import annotations
 
-from types import FunctionType
-
+from .._public import present_under
 from ._asgi import ClosedLoopMiddleware, default_route_key
 from ._decorator import Controlled, controlled
 from ._loop import DEFAULT_GAINS, ControlContext, ControlLoop, ControlRecord
@@ -61,7 +60,4 @@ __all__ = [
 ]
 
 # Public names show as closedloop.integrations.X in reprs and docs.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType):
-        _obj.__module__ = __name__
+present_under(globals(), __all__, __name__)

@@ -11,6 +11,7 @@ dashboard (live e(t), u(t), f_est(t) and protocol level per run; the handover qu
 
 from __future__ import annotations
 
+from .._public import present_under
 from . import _needs  # noqa: F401  (names the server extra when FastAPI is missing)
 from ._app import create_app
 from ._auth import KEY_NAMESPACE, ApiKeyInfo, ApiKeys, CreatedKey, Principal
@@ -58,8 +59,4 @@ __all__ = [
 ]
 
 # Public names show as closedloop.server.X in reprs and docs (httpx does the same).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = __name__
-del _name, _obj
+present_under(globals(), __all__, __name__)

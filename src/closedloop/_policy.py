@@ -313,8 +313,27 @@ class stop_never(Policy[Any]):
         return None
 
 
+class _OnError(Policy[str]):
+    """A retry condition on the error an attempt raised; it names the error's type."""
+
+    __slots__ = ()
+
+    def __call__(self, state: PolicyState) -> str | None:
+        error = state.error
+        if error is not None and self._matches(error):
+            return type(error).__name__
+        return None
+
+    @abstractmethod
+    def _matches(self, error: BaseException) -> bool: ...
+
+    def fires_on_results(self) -> bool:
+        """Never: this condition judges only attempts that raised."""
+        return False
+
+
 @dataclass(frozen=True, slots=True, init=False)
-class retry_if_exception_type(Policy[str]):
+class retry_if_exception_type(_OnError):
     """Fire for errors of the given types (default any ``Exception``), except ``exclude``
     (default the programming errors, which retrying only repeats)."""
 
@@ -332,32 +351,18 @@ class retry_if_exception_type(Policy[str]):
         object.__setattr__(self, "types", types or (Exception,))
         object.__setattr__(self, "exclude", exclude)
 
-    def __call__(self, state: PolicyState) -> str | None:
-        error = state.error
-        if isinstance(error, self.types) and not isinstance(error, self.exclude):
-            return type(error).__name__
-        return None
-
-    def fires_on_results(self) -> bool:
-        """Never: this condition judges only attempts that raised."""
-        return False
+    def _matches(self, error: BaseException) -> bool:
+        return isinstance(error, self.types) and not isinstance(error, self.exclude)
 
 
 @dataclass(frozen=True, slots=True)
-class retry_if_exception(Policy[str]):
+class retry_if_exception(_OnError):
     """Fire when the attempt raised and ``predicate(error)`` is true."""
 
     predicate: Callable[[BaseException], object]
 
-    def __call__(self, state: PolicyState) -> str | None:
-        error = state.error
-        if error is not None and self.predicate(error):
-            return type(error).__name__
-        return None
-
-    def fires_on_results(self) -> bool:
-        """Never: this condition judges only attempts that raised."""
-        return False
+    def _matches(self, error: BaseException) -> bool:
+        return bool(self.predicate(error))
 
 
 @dataclass(frozen=True, slots=True)

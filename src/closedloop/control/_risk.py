@@ -178,9 +178,7 @@ class ConformalPID:
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> ConformalPID:
         """Rebuild a controller from ``state()``; a missing or bad field is an error."""
-        missing = [k for k in _STATE_KEYS if k not in state]
-        if missing:
-            raise ConfigurationError("state", dict(state), f"is missing {', '.join(missing)}")
+        _require_keys(state, _STATE_KEYS)
         pid = ConformalPID(
             state["alpha"],
             state["kp"],
@@ -228,6 +226,13 @@ def _limits(limits: tuple[float, float]) -> tuple[float, float]:
     if lower > upper:
         raise ConfigurationError("limits", limits, "lower limit is above the upper limit")
     return lower, upper
+
+
+def _require_keys(state: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse a saved state that lacks any of ``keys``, naming every one missing."""
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ConfigurationError("state", dict(state), f"is missing {', '.join(missing)}")
 
 
 def _count(name: str, value: Any) -> int:

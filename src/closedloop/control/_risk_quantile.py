@@ -25,7 +25,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError
 from .._validation import require_unit_interval
-from ._risk import ConformalPID
+from ._risk import ConformalPID, _require_keys
 
 __all__ = ["QuantileThreshold"]
 
@@ -120,9 +120,7 @@ class QuantileThreshold:
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> QuantileThreshold:
         """Rebuild from ``state()``; a missing or bad field is an error."""
-        missing = [k for k in ("level", "window", "scores") if k not in state]
-        if missing:
-            raise ConfigurationError("state", dict(state), f"is missing {', '.join(missing)}")
+        _require_keys(state, ("level", "window", "scores"))
         level = ConformalPID.from_state(state["level"])
         out = cls(
             level.alpha,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from .._exceptions import ConfigurationError
 from .._validation import require_int_at_least, require_temperature
 from ._budget import BatchBudget, Choice, ProblemView
+from ._own_temperature import OwnTemperature
 from ._prompts import initial_messages
 from ._strategies import Feedback, Strategy, StrategySession
 from ._tasks import CodeTask
@@ -124,20 +125,13 @@ def spread_evenly(strategy: Strategy) -> SpreadEvenly:
 
 
 @dataclass(frozen=True, slots=True)
-class ResampleUntilPass:
+class ResampleUntilPass(OwnTemperature):
     """The task prompt again, to the unsolved problem with the fewest rounds, until the
     budget is spent; ``temperature`` for every resample (None: the generator's)."""
 
-    temperature: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.temperature is not None:
-            require_temperature("temperature", self.temperature)
-
     @property
     def name(self) -> str:
-        t = self.temperature
-        return "resample_until_pass" if t is None else f"resample_until_pass@{t:g}"
+        return self._named("resample_until_pass")
 
     def start(self, tasks: Sequence[CodeTask], budget: BatchBudget) -> _ResampleSession:
         """A session over ``tasks``; the budget is the runner's to enforce."""

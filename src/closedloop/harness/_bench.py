@@ -17,7 +17,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -28,12 +28,12 @@ from rich.table import Table
 from .._exceptions import ConfigurationError
 from .._extras import require_extra
 from .._validation import require_int_at_least
-from ..models import Model, load_model
+from ..models import Model
 from ._auto import strategy_from_spec
-from ._cache import GenerationCache
+from ._bench_generator import model_generator
 from ._curves import round_curve
-from ._generator import Generation, ModelGenerator
 from ._humaneval import load_humaneval
+from ._plots import pyplot, save_figure
 from ._refiner import Refiner, SandboxEvaluator
 from ._results import RefinementResult
 from ._sandbox import Sandbox
@@ -296,15 +296,7 @@ async def run_refine_bench(
         if config.out is not None:
             write_outputs(report, config.out)
         return report
-    if model is None:
-        options = {} if config.threads is None else {"n_threads": config.threads}
-        model = load_model(config.model, **options)
-    cache: MutableMapping[str, Generation] = (
-        GenerationCache(config.cache_path) if config.cache_path is not None else {}
-    )
-    generator = ModelGenerator(
-        model, temperature=config.temperature, max_tokens=config.max_tokens, cache=cache
-    )
+    generator = model_generator(config, model)
     evaluator = evaluator if evaluator is not None else SandboxEvaluator()
     strategies = [strategy_from_spec(s) for s in config.strategies]
     report = BenchReport(config=config, tasks=[t.name for t in task_list])
@@ -361,12 +353,8 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "results.json"
     json_path.write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
-    written = [json_path]
-    matplotlib = require_extra("matplotlib", "plots", "the pass-rate plot")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    require_extra("matplotlib", "plots", "the pass-rate plot")
+    fig, ax = pyplot().subplots(figsize=(6, 4))
     rounds = list(range(1, report.config.rounds + 1))
     for name in report.runs:
         ax.plot(rounds, report.pass_rate_by_round(name), marker="o", label=name)
@@ -379,12 +367,7 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     )
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    png = out / "pass_rate_by_round.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    written.append(png)
-    return written
+    return [json_path, save_figure(fig, out / "pass_rate_by_round.png")]
 
 
 def render_report(report: BenchReport, console: Console) -> None:

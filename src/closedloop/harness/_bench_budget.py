@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError, ModelError
 from .._extras import require_extra
-from ..models import Completion, MessagesInput, Model, ModelRequest, load_model
+from ..models import Completion, MessagesInput, Model, ModelRequest
 from ._allocate import error_driven, resample_until_pass, spread_evenly
 from ._auto import strategy_from_spec
 from ._bench import BenchConfig, _tasks
+from ._bench_generator import model_generator
 from ._budget import BatchBudget, BatchPolicy, BudgetRun, MemoEvaluator, run_budgeted
 from ._budget_report import plot_allocation, plot_cost_curves
-from ._cache import GenerationCache
 from ._curves import Unit, common_cost, compare_at, cost_curve
-from ._generator import CACHE_MISS, Generation, ModelGenerator
+from ._generator import CACHE_MISS
 from ._refiner import SandboxEvaluator
 from ._tasks import CodeTask
 
@@ -233,22 +233,9 @@ async def run_budget_bench(
     if tasks is None:
         sandbox = evaluator.sandbox if evaluator is not None else None
         tasks = await _tasks(BenchConfig(tasks=config.tasks, limit=config.limit), sandbox)
-    if model is None:
-        if config.cache_only:
-            model = _ReplayOnlyModel(config.model)
-        else:
-            options = {} if config.threads is None else {"n_threads": config.threads}
-            model = load_model(config.model, **options)
-    cache: MutableMapping[str, Generation] = (
-        GenerationCache(config.cache_path) if config.cache_path is not None else {}
-    )
-    generator = ModelGenerator(
-        model,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        cache=cache,
-        cache_only=config.cache_only,
-    )
+    if model is None and config.cache_only:
+        model = _ReplayOnlyModel(config.model)
+    generator = model_generator(config, model, cache_only=config.cache_only)
     memo = MemoEvaluator(evaluator)
     report = BudgetReport(config=config, tasks=[t.name for t in tasks])
     for spec in config.policies:

@@ -4,12 +4,13 @@ the allocator's rounds against each problem's error trend."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from ._curves import Unit, cost_curve
+from ._plots import pyplot, save_figure
 
 if TYPE_CHECKING:
     from ._bench_budget import BudgetReport
@@ -17,19 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["error_trends", "plot_allocation", "plot_cost_curves", "render_budget_report"]
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_cost_curves(report: BudgetReport, out: Path) -> Path:
     """``pass_rate_vs_cost.png``: solved share (with its Wilson band) against cumulative
     tokens and against cumulative generations, one curve per policy."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (by_tokens, by_gens) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for name, run in report.runs.items():
         n = max(1, len(run.results))
@@ -53,11 +45,7 @@ def plot_cost_curves(report: BudgetReport, out: Path) -> Path:
     cfg = report.config
     mode = ", cache-only replay" if cfg.cache_only else ""
     fig.suptitle(f"{len(report.tasks)} {cfg.tasks} tasks, budget {cfg.budget().describe()}{mode}")
-    fig.tight_layout()
-    png = out / "pass_rate_vs_cost.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    return png
+    return save_figure(fig, out / "pass_rate_vs_cost.png")
 
 
 def error_trends(report: BudgetReport, policy: str) -> list[tuple[str, float, int]]:
@@ -78,7 +66,7 @@ def plot_allocation(report: BudgetReport, out: Path) -> Path:
     """``allocation.png``: for each allocator (and resample-until-pass, for contrast),
     rounds given to a problem against the trend of its error (mean change of ``V`` per
     round; negative: falling)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     names = [n for n in report.runs if n.startswith("allocator")] or list(report.runs)[-1:]
     # For contrast, the baseline that spreads leftover rounds without reading the error.
@@ -92,11 +80,7 @@ def plot_allocation(report: BudgetReport, out: Path) -> Path:
     ax.set_ylabel("generations given")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    png = out / "allocation.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    return png
+    return save_figure(fig, out / "allocation.png")
 
 
 def render_budget_report(report: BudgetReport, console: Console) -> None:

@@ -30,13 +30,13 @@ from .._exceptions import ConfigurationError
 from .._validation import (
     require_int_at_least,
     require_non_negative,
-    require_temperature,
     require_unit_interval,
 )
 from ..control import PID, FeedbackIntensity, LyapunovVerdict, schedule_feedback_intensity
 from ..models import Message
 from ._adaptive import IntensityMemory
 from ._diagnosis import diagnose
+from ._own_temperature import OwnTemperature
 from ._prompts import (
     ANSWER,
     PRECISE_ANSWER,
@@ -149,7 +149,7 @@ def _score_line(r: RefinementRound) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class BlindRetry:
+class BlindRetry(OwnTemperature):
     """Open loop: the original prompt every round; nothing of earlier rounds is passed on.
 
     ``temperature`` samples rounds 2 and later at a fixed temperature of their own (round
@@ -157,15 +157,9 @@ class BlindRetry:
     temperature, so that a benchmark can tell wider sampling from feedback.
     """
 
-    temperature: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.temperature is not None:
-            require_temperature("temperature", self.temperature)
-
     @property
     def name(self) -> str:
-        return "blind_retry" if self.temperature is None else f"blind_retry@{self.temperature:g}"
+        return self._named("blind_retry")
 
     def start(self, task: CodeTask) -> StrategySession:
         """A refinement session of this strategy for ``task``."""

@@ -180,15 +180,7 @@ class Executor:
         result = retried.value
         outcome = await self._check_result(run, result, None)
         if outcome.ok and self.ledger is not None and run.key is not None:
-            await self.ledger.record_committed(
-                key=run.key,
-                task_id=run.task_id,
-                step=run.step,
-                action=run.action,
-                args=run.args,
-                result=result,
-                attempts=run.attempt,
-            )
+            await self.ledger.record_committed(**claim_of(run), result=result, attempts=run.attempt)
             await self._emit("committed", run)
         return outcome
 

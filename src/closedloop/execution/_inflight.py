@@ -135,7 +135,7 @@ class Claims:
 
 
 def claim_of(run: Call) -> dict[str, Any]:
-    """The ledger's claim arguments for ``run``."""
+    """The ledger's arguments naming ``run``'s entry (to claim it or record it committed)."""
     assert run.key is not None
     return {
         "key": run.key,

@@ -163,29 +163,24 @@ class _Call:
         if exc is not None and not plan._retryable(exc):
             return {"failed": False}  # passes straight through, the controller untouched
         latency = plan.clock() - self.start
+        exception: str | None = None
+        note: str | None = None
         if exc is not None:
-            failed = True
-            record = plan.loop.update(
-                self.key,
-                EXCEPTION_ERROR,
-                call=self.call,
-                attempt=attempt,
-                failed=True,
-                exception=f"{type(exc).__name__}: {exc}",
-                latency_s=latency,
-            )
+            error, failed = EXCEPTION_ERROR, True
+            exception = f"{type(exc).__name__}: {exc}"
         else:
             error, note = check_error(plan.sensor(result, self.invocation))
             failed = error > plan.retry_above
-            record = plan.loop.update(
-                self.key,
-                error,
-                call=self.call,
-                attempt=attempt,
-                failed=failed,
-                latency_s=latency,
-                note=note,
-            )
+        record = plan.loop.update(
+            self.key,
+            error,
+            call=self.call,
+            attempt=attempt,
+            failed=failed,
+            exception=exception,
+            latency_s=latency,
+            note=note,
+        )
         self.records.append(record)
         return {
             "failed": failed,

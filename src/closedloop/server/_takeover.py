@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .._exceptions import SessionNotFoundError
@@ -192,6 +192,7 @@ StoreOf = Callable[[str], StateStore]
 Take = Callable[[StateStore, Mapping[str, Any], QueuedRun], Awaitable[str]]
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Dispatcher:
     """One worker's consumer of the run queue: reads, heartbeats, takes over.
 
@@ -202,24 +203,15 @@ class Dispatcher:
     was silent too long: the run is the other's now, and this one must not write).
     """
 
-    def __init__(
-        self,
-        queue: RunQueue,
-        store_of: StoreOf,
-        take: Take,
-        held: Callable[[], list[str]],
-        lose: Callable[[list[str]], None],
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.queue = queue
-        self._store_of = store_of
-        self._take = take
-        self._held = held
-        self._lose = lose
-        self._sleep = sleep
-        self._tasks: list[asyncio.Task[None]] = []
-        self.taken_over = 0
+    queue: RunQueue
+    store_of: StoreOf
+    take: Take
+    held: Callable[[], list[str]]
+    lose: Callable[[list[str]], None]
+    _: KW_ONLY
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    taken_over: int = field(default=0, init=False)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
 
     def __repr__(self) -> str:
         return f"Dispatcher({self.queue!r}, taken_over={self.taken_over})"
@@ -251,11 +243,11 @@ class Dispatcher:
                 raise
             except Exception as exc:  # Redis away: say so, wait, read again
                 _log.warning("run queue: read failed: %s", exc)
-                await self._sleep(self.queue.heartbeat_s)
+                await self.sleep(self.queue.heartbeat_s)
 
     async def _maintain(self) -> None:
         while True:
-            await self._sleep(self.queue.heartbeat_s)
+            await self.sleep(self.queue.heartbeat_s)
             try:
                 await self.beat()
             except asyncio.CancelledError:
@@ -266,12 +258,12 @@ class Dispatcher:
     async def beat(self) -> int:
         """One heartbeat: touch the entries held here, take over the idle ones; returns how
         many were taken over."""
-        lost = await self.queue.touch(self._held())
+        lost = await self.queue.touch(self.held())
         if lost:
-            self._lose(lost)
+            self.lose(lost)
         taken = 0
         for entry in await self.queue.reclaim():
-            if entry.entry_id in self._held():
+            if entry.entry_id in self.held():
                 continue  # ours, touched late: still executing here
             taken += 1
             self.taken_over += 1
@@ -283,13 +275,13 @@ class Dispatcher:
         """Execute (or settle) the run an entry names. A run that cannot be taken ends in
         error and leaves the queue; with the store away too, the entry stays pending, goes
         idle, and is taken again after ``takeover_after_s``."""
-        store = self._store_of(entry.scope)
+        store = self.store_of(entry.scope)
         try:
             record = await store.record_get(RUNS, entry.key)
             if record is None:  # the session was deleted meanwhile
                 await self.queue.ack(entry.entry_id)
                 return
-            await self._take(store, record.to_dict(), entry)
+            await self.take(store, record.to_dict(), entry)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

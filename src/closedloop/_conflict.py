@@ -9,6 +9,7 @@ value (optimistic concurrency control: Kung & Robinson 1981).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -20,6 +21,11 @@ from ._validation import require_int_at_least
 __all__ = ["retry_on_conflict"]
 
 T = TypeVar("T")
+
+
+# A CAS loop waits for nothing, so no policy of it draws: one generator for all of them
+# instead of one seeded per judged attempt (seeding costs more than a lost race's check).
+_NO_DRAWS = random.Random(0)
 
 
 async def _at_once(_: float) -> None:
@@ -42,7 +48,10 @@ async def retry_on_conflict(
     require_int_at_least("attempts", attempts, 1)
     lost = retry_if_exception_type(StaleStateError) if conflict is None else conflict
     done = await retry_async(
-        attempt, RetryPolicy(stop=stop_after_attempt(attempts), retry=lost), sleep=_at_once
+        attempt,
+        RetryPolicy(stop=stop_after_attempt(attempts), retry=lost),
+        sleep=_at_once,
+        rng=_NO_DRAWS,
     )
     if done.error is not None and done.reason is None:
         raise done.error  # not a lost race: no attempt after it

@@ -115,11 +115,10 @@ _LITERALS = (
     "xox",
     "akia",
     "eyj",
-    "key=",
-    "token=",
-    "password=",
-    "secret=",
 )
+# The parameters' literals, looked for only where the text has an '=' at all (a state
+# document seldom has one: one search instead of four).
+_PARAM_LITERALS = ("key=", "token=", "password=", "secret=")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -302,8 +301,14 @@ def might_hold_secret(text: str) -> bool:
     """Whether JSON ``text`` may hold a secret :func:`scrub` would replace (a quick probe:
     False means surely not)."""
     lower = text.lower()
-    if any(literal in lower for literal in _LITERALS):
-        return True
+    # A plain loop, not ``any()`` over a generator: every store write probes its text.
+    for literal in _LITERALS:
+        if literal in lower:
+            return True
+    if "=" in lower:
+        for literal in _PARAM_LITERALS:
+            if literal in lower:
+                return True
     _, probe, _ = _KNOWN.patterns()
     return probe is not None and probe.search(text) is not None
 

@@ -32,10 +32,11 @@ forward from the update to the action instead of being asked for again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..control import ActuatorSettings, Strictness
+from ..feedback._json import checked_document
 from ._control import ControllerBank
 
 __all__ = [
@@ -99,15 +100,17 @@ class Actuators:
         """The newest error of every key measured in this run."""
         return {key: errors[-1] for key, errors in self.errors.items() if errors}
 
+    # Built directly, not with ``replace``: called every step, and ``replace`` walks the
+    # fields to copy the two that stay.
     def updated(self, key: str, settings: ActuatorSettings) -> Actuators:
-        return replace(self, by_key=MappingProxyType({**self.by_key, key: settings}))
+        return Actuators(MappingProxyType({**self.by_key, key: settings}), self.errors, self.last)
 
     def measured(self, key: str, error: float, quality: float, keep: int) -> Actuators:
         """``key`` measured ``error`` (its newest ``keep`` errors are kept) in a step of
         ``quality``."""
         history = (*self.errors.get(key, ()), error)[-max(1, keep) :]
         errors = MappingProxyType({**self.errors, key: history})
-        return replace(self, errors=errors, last=(error, quality))
+        return Actuators(self.by_key, errors, (error, quality))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,8 @@ class Controllers:
         record = await store.record_get(config.namespace, key)
         errors = _errors(record.value.get("errors") if record is not None else None)
         errors = [*errors, min(1.0, max(0.0, float(error)))][-config.loose_window :]
-        await store.record_put(config.namespace, key, {"errors": errors})
+        # A fresh dict: checked and encoded once, not copied again by the store.
+        await store.record_put(config.namespace, key, checked_document({"errors": errors}, "value"))
 
 
 def _errors(raw: object) -> list[float]:

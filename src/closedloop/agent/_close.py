@@ -21,7 +21,7 @@ that crossed it; :func:`carried` is what the next step starts from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..control import LyapunovVerdict
@@ -85,7 +85,7 @@ async def control(run: Run, view: View, outcome: Outcome) -> Controlled:
     keep = 1 if gate is None else gate.window + 1  # what the rule gate reads back
     measured = update.actuators.measured(key, e, reading.quality, keep)
     return Controlled(
-        replace(update, actuators=measured),
+        ControlUpdate(update.key, update.u, update.components, measured),
         e,
         reading.quality,
         reading.f_est,

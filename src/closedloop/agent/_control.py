@@ -29,6 +29,7 @@ from ..control import (
     Strictness,
 )
 from ..feedback import StateStore
+from ..feedback._json import checked_document
 from ._control_config import ControlConfig
 
 __all__ = [
@@ -103,7 +104,9 @@ class ControllerBank:
         history = self._history[key]
         history.append(e)
         del history[: -self.config.history_window]
-        await self.store.record_put(self.config.namespace, key, {"errors": list(history)})
+        # A fresh dict: checked and encoded once, not copied again by the store.
+        value = checked_document({"errors": list(history)}, "value")
+        await self.store.record_put(self.config.namespace, key, value)
         return u, pid.components, _output(pid)
 
 

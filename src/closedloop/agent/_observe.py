@@ -38,8 +38,12 @@ class Absorbed:
     edits: tuple[Edit, ...]
 
 
+_SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    text = _SORTED.encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

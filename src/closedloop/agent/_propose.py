@@ -139,7 +139,7 @@ async def propose(run: Run, view: View) -> ModelReply:
     gate = await ruled(run, view)
     if gate.reply is not None:
         return replace(gate.reply, gated=True)
-    reply = await ask_model(run, view)
+    reply = await ask_model(run, view, gate.note)
     if (
         "plan" in ask.kinds
         and reply.halt is None
@@ -147,9 +147,17 @@ async def propose(run: Run, view: View) -> ModelReply:
     ):
         wrong = f"phase planning expects a plan, not a {reply.proposal.kind}"
         invalid = Proposal("invalid", errors=(wrong,))
-        plain = ModelReply(invalid, reply.usage, reply.settings, None, reply.strict)
-        reply = replace(plain, edits=reply.edits)
-    return replace(reply, gated=True, gate_note=gate.note)
+        reply = ModelReply(
+            invalid,
+            reply.usage,
+            reply.settings,
+            None,
+            reply.strict,
+            edits=reply.edits,
+            gate_note=gate.note,
+            gated=True,
+        )
+    return reply
 
 
 async def strictness(run: Run, view: View) -> Strictness:
@@ -184,9 +192,9 @@ def _messages(run: Run, view: View, kinds: frozenset[str]) -> list[dict[str, str
     )
 
 
-async def ask_model(run: Run, view: View) -> ModelReply:
+async def ask_model(run: Run, view: View, gate_note: str | None) -> ModelReply:
     """The model's proposal on this step's rung of the strictness ladder, re-asked with the
-    validator's reasons on the re-ask rung."""
+    validator's reasons on the re-ask rung; past the rule gate, which left ``gate_note``."""
     cfg, models, ask = run.settings, run.model_io, view.ask
     grammar_before = models.grammar_ok
     level = await strictness(run, view)
@@ -214,7 +222,6 @@ async def ask_model(run: Run, view: View) -> ModelReply:
             messages = [*messages, *reask_messages(text, errors)]
             again, text = await sample(run, view, messages, schema, native_tools, strict)
             reply = replace(again, usage=add_usage(reply.usage, again.usage))
-    reply = replace(reply, level=used.value, reasks=reasks)
     if used is Strictness.LOOSE and not cfg.native and reply.halt in (None, HaltReason.DEADLINE):
         # What this model does with no help: the warm start of its next run's rung. A
         # loose reply still running at the deadline is one the model could not give.
@@ -225,7 +232,15 @@ async def ask_model(run: Run, view: View) -> ModelReply:
         edits.append(Noted(failures=(models.grammar_failure,)))
     if reply.usage.model_calls:
         edits.append(Spent(reply.usage, models.budget_left()))
-    return replace(reply, edits=tuple(edits))
+    # One copy for what the ladder and the gate add: each ``replace`` copies every field.
+    return replace(
+        reply,
+        level=used.value,
+        reasks=reasks,
+        edits=tuple(edits),
+        gated=True,
+        gate_note=gate_note,
+    )
 
 
 async def sample(
@@ -295,5 +310,13 @@ async def sample_rung(
     proposal = voted.proposal
     if voted.note and voted.note not in proposal.notes:
         proposal = replace(proposal, notes=(*proposal.notes, voted.note))
-    reply = ModelReply(proposal, summary, settings, None, strict)
-    return replace(reply, disagreement=voted.disagreement, confidence=sensed), text
+    reply = ModelReply(
+        proposal,
+        summary,
+        settings,
+        None,
+        strict,
+        disagreement=voted.disagreement,
+        confidence=sensed,
+    )
+    return reply, text

@@ -19,6 +19,7 @@ from typing import Any
 from .._exceptions import ConfigurationError
 from ..execution import canonical_json, normalise
 from ..feedback import StateStore
+from ..feedback._json import checked_document
 from ..models import Completion, Confidence
 from ..models._confidence import agreement_of
 from ..perception import error_similarity
@@ -94,6 +95,10 @@ class Vote:
     samples: int
 
 
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, default=repr)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def proposal_key(proposal: Proposal) -> str:
     """The normalised call a proposal makes, for voting: its kind and what it does, up to
     key order, whitespace, case and ``3`` versus ``3.0``."""
@@ -106,7 +111,7 @@ def proposal_key(proposal: Proposal) -> str:
         what = list(proposal.plan)
     else:
         what = None
-    return json.dumps([proposal.kind, _norm(what)], sort_keys=True, default=repr)
+    return _KEY_ENCODER.encode([proposal.kind, _norm(what)])
 
 
 def vote(proposals: Sequence[Proposal], weights: Sequence[float | None] | None = None) -> Vote:
@@ -218,17 +223,15 @@ class SuccessMemory:
             seen = self._seen[step_type] = {r.key: r.updated_at for r in listed}
         # Overwriting a known success adds none: only a new key can push the count over.
         known = key in seen
-        written = await self.store.record_put(
-            self.namespace,
-            key,
-            {
-                "step_type": step_type,
-                "run_id": run_id,
-                "task": task[:500],
-                "arguments": json.loads(text),
-                "observed": observed[:500],
-            },
-        )
+        # A fresh dict: checked and encoded once, not copied again by the store.
+        value = {
+            "step_type": step_type,
+            "run_id": run_id,
+            "task": task[:500],
+            "arguments": json.loads(text),
+            "observed": observed[:500],
+        }
+        written = await self.store.record_put(self.namespace, key, checked_document(value, "value"))
         seen[key] = written.updated_at
         if known or len(seen) <= self.per_type:
             return

@@ -18,6 +18,7 @@ recently: an empty list served by a fault reads exactly like a real "no match". 
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
@@ -30,6 +31,9 @@ from ._acting import StormWait
 __all__ = ["ReadRetry", "http_status", "is_transient", "wait_retry_after"]
 
 _HTTP = re.compile(r"\bHTTP (\d{3})\b")
+# The generator of the states this condition judges by itself: it draws nothing, and
+# seeding a generator per state (PolicyState's default) costs more than the check.
+_NO_DRAWS = random.Random(0)
 _UNREACHABLE = ("could not be reached", "connection refused", "connection reset", "unreachable")
 
 
@@ -125,7 +129,7 @@ class ReadRetry(Policy[str]):
 
     def should_retry(self, observation: Observation) -> bool:
         """Whether this answer is a passing fault this policy asks again."""
-        return self(PolicyState(outcome=observation)) is not None
+        return self(PolicyState(outcome=observation, rng=_NO_DRAWS)) is not None
 
     def storm_delay_s(self, observation: Observation) -> float | None:
         """How long this answer is waited out as a 429 storm (``storm`` set, a 429 with a

@@ -48,6 +48,7 @@ VOLATILE_KEYS: frozenset[str] = frozenset(
     }
 )
 """Argument names whose values change on every call of the same logical action."""
+_VOLATILE_LOWER = frozenset(k.lower() for k in VOLATILE_KEYS)  # as they are compared
 
 _PLACEHOLDER = "<volatile>"
 _UUID = re.compile(
@@ -79,8 +80,9 @@ def looks_volatile(value: Any) -> bool:
 
 def normalise_arguments(value: Any, volatile_keys: Iterable[str] = VOLATILE_KEYS) -> Any:
     """``value`` with volatile keys dropped and volatile-looking values replaced, recursively."""
-    keys = frozenset(k.lower() for k in volatile_keys)
-    return _normalise(value, keys)
+    if volatile_keys is VOLATILE_KEYS:  # every step's signature: lowered once, above
+        return _normalise(value, _VOLATILE_LOWER)
+    return _normalise(value, frozenset(k.lower() for k in volatile_keys))
 
 
 def _normalise(value: Any, keys: frozenset[str]) -> Any:

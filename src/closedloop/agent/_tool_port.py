@@ -77,6 +77,8 @@ _NO_DRAWS = random.Random(0)  # the read retry's policy draws no jitter: one sou
 _FAULTS = frozenset({ObservationStatus.TIMEOUT.value, ObservationStatus.RATE_LIMITED.value})
 
 _NOT_RUN = (OutcomeStatus.PRECONDITION_FAILED, OutcomeStatus.CONFIRMATION_REQUIRED)
+# What the executor may retry within an attempt: made once, it is the same for every call.
+_RETRY_ON = retry_if_exception_type(exclude=(*PROGRAMMING_ERRORS, ToolError))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,7 +326,7 @@ class ToolPort:
         retry = RetryPolicy(
             stop_after_attempt(max(1, tries.left)),
             wait_fixed(max(0.0, ctx.settings.retry_delay_ms / 1000.0)),
-            retry_if_exception_type(exclude=(*PROGRAMMING_ERRORS, ToolError)),
+            _RETRY_ON,
         )
         started = cfg.clock()
         with collect_tool_retries() as inside:  # a tool's own retries (an MCP reconnect)

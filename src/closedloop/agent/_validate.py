@@ -39,6 +39,8 @@ def describe_schema_error(error: jsonschema.ValidationError, root: str = "argume
 
 _VALIDATORS: dict[tuple[int | str, bool], tuple[Mapping[str, Any], Any]] = {}
 _CACHE_SIZE = 512
+_SORTED = json.JSONEncoder(sort_keys=True)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
 
 
 def schema_validator(schema: Mapping[str, Any], *, formats: bool = True) -> Any:
@@ -95,7 +97,7 @@ class Validator:
             return []
         try:
             # The text names the value exactly (1, 1.0 and true differ), unlike ==.
-            text = f"{call.tool}\n" + json.dumps(call.arguments, sort_keys=True, allow_nan=True)
+            text = f"{call.tool}\n" + _SORTED.encode(call.arguments)
         except (TypeError, ValueError):
             text = None
         last = self._last

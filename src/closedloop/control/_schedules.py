@@ -45,6 +45,10 @@ T = TypeVar("T")
 
 
 def _clip_u(u: float) -> float:
+    # The usual case first, a float already in [0, 1] (NaN fails the comparison): an
+    # ActuatorSchedule clips u once, then hands it to each of its eight schedules.
+    if type(u) is float and 0.0 <= u <= 1.0:
+        return u
     u = require_finite("u", u)
     return 0.0 if u < 0.0 else 1.0 if u > 1.0 else u
 

@@ -221,10 +221,19 @@ def default_rules() -> RuleRegistry:
     ask; ``timeout`` → widen the timeout; ``stale`` → accept with a note or refresh.
     Context keys read: ``backoff_s``, ``query_widened``, ``timeout_factor``, ``max_stale_s``.
     """
-    registry = RuleRegistry()
-    registry.on(ObservationStatus.ERROR, *range(500, 600), name="switch_source")(_switch_source)
-    registry.on(ObservationStatus.RATE_LIMITED, 429, name="back_off")(_back_off)
-    registry.on(ObservationStatus.EMPTY, name="widen_or_ask")(_empty)
-    registry.on(ObservationStatus.TIMEOUT, name="widen_timeout")(_timeout)
-    registry.on(ObservationStatus.STALE, name="stale")(_stale)
-    return registry
+    return RuleRegistry(Rule(name, causes, fn) for name, causes, fn in _DEFAULT_RULES)
+
+
+def _causes(*causes: str | int | Enum) -> frozenset[str]:
+    return frozenset(cause_key(c) for c in causes)
+
+
+# The default rules with their cause keys, made once: every run builds its own registry (a
+# caller may add to it), and the first rule alone names a hundred HTTP codes.
+_DEFAULT_RULES: tuple[tuple[str, frozenset[str], RuleFn], ...] = (
+    ("switch_source", _causes(ObservationStatus.ERROR, *range(500, 600)), _switch_source),
+    ("back_off", _causes(ObservationStatus.RATE_LIMITED, 429), _back_off),
+    ("widen_or_ask", _causes(ObservationStatus.EMPTY), _empty),
+    ("widen_timeout", _causes(ObservationStatus.TIMEOUT), _timeout),
+    ("stale", _causes(ObservationStatus.STALE), _stale),
+)

@@ -216,7 +216,24 @@ class AtomicAction:
 
     def with_timeout(self, timeout_s: float | None) -> AtomicAction:
         """The same action with another timeout."""
-        return dataclasses.replace(self, timeout_s=timeout_s)
+        if timeout_s is not None:
+            timeout_s = require_positive("timeout_s", timeout_s)
+        return self._copy_with(timeout_s=timeout_s)
+
+    def _copy_with(self, **changes: Any) -> AtomicAction:
+        """This action with ``changes``, already checked, and every other field as it is.
+
+        Not ``dataclasses.replace``: that runs ``__post_init__`` again over fields checked
+        and normalised when this action was made, and a tool call copies its action for
+        its timeout on every step.
+        """
+        if type(self) is not AtomicAction:  # a subclass's __post_init__ may derive more
+            return dataclasses.replace(self, **changes)
+        copy = object.__new__(AtomicAction)
+        for name in self.__dataclass_fields__:
+            value = changes[name] if name in changes else getattr(self, name)
+            object.__setattr__(copy, name, value)
+        return copy
 
     def with_secret_values(self, values: Mapping[str, str]) -> AtomicAction:
         """The same action for one call whose ``{{secret:NAME}}`` references ``fn``, the

@@ -99,9 +99,13 @@ def _normalise(value: Any, volatile: frozenset[str], coerce: bool, path: str) ->
     return _normalise(plain, volatile, coerce, path)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def canonical_json(value: JSON) -> str:
     """Compact JSON with sorted keys: equal data gives equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def effect_key(

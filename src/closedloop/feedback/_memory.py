@@ -161,12 +161,15 @@ class MemoryStore(BaseStore):
 
     def _put_locked(self, write: SessionWrite, old: _Session, now: float) -> Snapshot:
         session_id, _, plain, _, ttls = write
-        s = replace(
-            old,
+        # Built directly (every save comes here): ``replace`` would walk the fields for it.
+        s = _Session(
             version=old.version + 1,
             data=freeze_mapping(plain),
             field_expires=MappingProxyType(merge_field_expiry(old.field_expires, plain, ttls, now)),
+            created_at=old.created_at,
             updated_at=now,
+            ttl_s=old.ttl_s,
+            expires_at=old.expires_at,
         )
         self._sessions[session_id] = s
         return _snapshot(session_id, s, now)

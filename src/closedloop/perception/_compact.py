@@ -37,9 +37,13 @@ class Compacted:
         return self.note is not None
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr)
+"""Built once: ``json.dumps`` with options builds a new encoder for every call."""
+
+
 def _dump(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+        return _COMPACT.encode(value)
     except (TypeError, ValueError, RecursionError):
         # Circular or non-string-keyed structures: size them by their repr instead.
         return json.dumps(repr(value), ensure_ascii=False)

@@ -41,6 +41,10 @@ class StepProfile(BaseModel):
     loop: str
     rounds: int
     profiled_us_per_step: float = Field(description="the event-loop thread, under the profiler")
+    calls_per_step: float = Field(
+        description="Python calls a step, every function's (the harness's frames left out): "
+        "unlike the times, a count the machine's load does not move"
+    )
     by_cumulative: list[ProfileLine]
     by_self: list[ProfileLine]
 
@@ -80,10 +84,12 @@ async def profile_loop(
     per_step = steps * rounds
     total = sum(entry[2] for entry in table.values())  # every function's self time
     lines: list[ProfileLine] = []
+    calls_in_step = 0
     for (filename, line, function), (_, calls, self_s, cum_s, _) in table.items():
         label = _short(filename, line, function)
         if "_overhead_profile.py" in label or "bench/_overhead.py" in label:
             continue  # the harness's own frames
+        calls_in_step += calls
         lines.append(
             ProfileLine(
                 function=label,
@@ -97,6 +103,7 @@ async def profile_loop(
         loop=name,
         rounds=rounds,
         profiled_us_per_step=round(total / per_step * 1e6, 2),
+        calls_per_step=round(calls_in_step / per_step, 1),
         by_cumulative=sorted(lines, key=lambda x: -x.cumulative_us)[:top],
         by_self=sorted(lines, key=lambda x: -x.self_us)[:top],
     )
@@ -107,7 +114,8 @@ def render_profiles(profiles: list[StepProfile], console: Console, *, top: int =
     for profile in profiles:
         table = Table(
             title=f"where the time goes: {profile.loop} "
-            f"({profile.profiled_us_per_step:.0f} profiled µs/step, {profile.rounds} rounds)"
+            f"({profile.profiled_us_per_step:.0f} profiled µs/step, "
+            f"{profile.calls_per_step:,.0f} calls/step, {profile.rounds} rounds)"
         )
         for col in ("function", "calls/step", "cum µs/step", "share", "self µs/step"):
             table.add_column(col, justify="left" if col == "function" else "right")

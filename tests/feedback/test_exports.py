@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import FunctionType
 
 import closedloop.feedback as feedback
 
@@ -60,10 +61,10 @@ def test_exported_names() -> None:
         assert hasattr(feedback, name), name
 
 
-def test_public_classes_show_the_public_module() -> None:
+def test_public_classes_and_functions_show_the_public_module() -> None:
     for name in feedback.__all__:
         obj = getattr(feedback, name)
-        if isinstance(obj, type):
+        if isinstance(obj, type | FunctionType):
             assert obj.__module__ == "closedloop.feedback", name
 
 

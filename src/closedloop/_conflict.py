@@ -9,23 +9,18 @@ value (optimistic concurrency control: Kung & Robinson 1981).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ._exceptions import StaleStateError
 from ._policy import Policy, RetryPolicy, retry_if_exception_type, stop_after_attempt
+from ._policy_state import NO_DRAWS
 from ._retrying import Retried, retry_async
 from ._validation import require_int_at_least
 
 __all__ = ["retry_on_conflict"]
 
 T = TypeVar("T")
-
-
-# A CAS loop waits for nothing, so no policy of it draws: one generator for all of them
-# instead of one seeded per judged attempt (seeding costs more than a lost race's check).
-_NO_DRAWS = random.Random(0)
 
 
 async def _at_once(_: float) -> None:
@@ -51,7 +46,7 @@ async def retry_on_conflict(
         attempt,
         RetryPolicy(stop=stop_after_attempt(attempts), retry=lost),
         sleep=_at_once,
-        rng=_NO_DRAWS,
+        rng=NO_DRAWS,  # a CAS loop waits for nothing: its policy draws nothing
     )
     if done.error is not None and done.reason is None:
         raise done.error  # not a lost race: no attempt after it

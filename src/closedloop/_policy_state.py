@@ -29,6 +29,11 @@ def _default_rng() -> random.Random:
     return random.Random(0)
 
 
+# For the states of a policy that draws nothing (no jitter): one generator shared by all of
+# them, since seeding a fresh one per state costs more than most checks made with it.
+NO_DRAWS = random.Random(0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyState:
     """What every strategy sees: one snapshot after an attempt (or between two steps).

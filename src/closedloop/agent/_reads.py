@@ -18,12 +18,12 @@ recently: an empty list served by a fault reads exactly like a real "no match". 
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass
 
 from .._exceptions import ConfigurationError
 from .._policy import Policy, PolicyState, RetryPolicy, Wait, stop_after_attempt
+from .._policy_state import NO_DRAWS
 from .._validation import require_int_at_least, require_non_negative
 from ..perception import Observation, ObservationStatus
 from ._acting import StormWait
@@ -31,9 +31,6 @@ from ._acting import StormWait
 __all__ = ["ReadRetry", "http_status", "is_transient", "wait_retry_after"]
 
 _HTTP = re.compile(r"\bHTTP (\d{3})\b")
-# The generator of the states this condition judges by itself: it draws nothing, and
-# seeding a generator per state (PolicyState's default) costs more than the check.
-_NO_DRAWS = random.Random(0)
 _UNREACHABLE = ("could not be reached", "connection refused", "connection reset", "unreachable")
 
 
@@ -129,7 +126,7 @@ class ReadRetry(Policy[str]):
 
     def should_retry(self, observation: Observation) -> bool:
         """Whether this answer is a passing fault this policy asks again."""
-        return self(PolicyState(outcome=observation, rng=_NO_DRAWS)) is not None
+        return self(PolicyState(outcome=observation, rng=NO_DRAWS)) is not None
 
     def storm_delay_s(self, observation: Observation) -> float | None:
         """How long this answer is waited out as a 429 storm (``storm`` set, a 429 with a

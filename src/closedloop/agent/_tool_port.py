@@ -30,12 +30,12 @@ anything runs.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import CircuitOpenError, ToolError
+from .._policy_state import NO_DRAWS
 from ..control import ActuatorSettings
 from ..execution import (
     ActionOutcome,
@@ -72,7 +72,6 @@ from ._tools import Tool
 
 __all__ = ["CallContext", "ToolPort", "ToolRun", "Tries"]
 
-_NO_DRAWS = random.Random(0)  # the read retry's policy draws no jitter: one source for all
 
 _FAULTS = frozenset({ObservationStatus.TIMEOUT.value, ObservationStatus.RATE_LIMITED.value})
 
@@ -431,7 +430,7 @@ class ToolPort:
             attempt=attempt,
             outcome=observation,
             facts={"why": again.why, "delay_s": again.delay_s},
-            rng=_NO_DRAWS,
+            rng=NO_DRAWS,  # the read retry's policy draws no jitter
         )
         decision = self._again.decide(state)
         return decision.delay_s if decision.verdict is Verdict.WAIT else None

@@ -7,33 +7,21 @@ configuration's generation cache, so that reruns and shards share completions.
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from ..models import Model, load_model
 from ._cache import GenerationCache
 from ._generator import Generation, ModelGenerator
 
-__all__ = ["GenerationConfig", "model_generator"]
+if TYPE_CHECKING:  # the configurations import this module
+    from ._bench import BenchConfig
+    from ._bench_budget import BudgetBenchConfig
 
-
-class GenerationConfig(Protocol):
-    """The options of a bench configuration that say how completions are made and kept."""
-
-    @property
-    def model(self) -> str: ...
-    @property
-    def threads(self) -> int | None: ...
-    @property
-    def temperature(self) -> float: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def cache_path(self) -> Path | None: ...
+__all__ = ["model_generator"]
 
 
 def model_generator(
-    config: GenerationConfig, model: Model | None, *, cache_only: bool = False
+    config: BenchConfig | BudgetBenchConfig, model: Model | None, *, cache_only: bool = False
 ) -> ModelGenerator:
     """The generator a bench run calls: ``model`` (None: the config's, loaded) behind the
     config's cache (None: a dict, this run only)."""

@@ -100,24 +100,39 @@ async def _run_alone(path: Path) -> int:
         await store.close()
 
 
+def _hold(store: SQLiteStore, letting_go: threading.Event | None = None) -> threading.Event:
+    """Queue a hold on the store's worker thread, let the hold before it go
+    (``letting_go``), and return, with the event that frees the new hold, once the worker
+    has reached it. The event loop blocks meanwhile, on purpose: no run can queue a write
+    before the worker has run what was queued ahead of the hold (the batch's commit and the
+    leftover turns that find no write), so none of those turns commits a lone write."""
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait()
+
+    store._executor.submit(hold)
+    if letting_go is not None:
+        letting_go.set()
+    assert started.wait(30), "the store's worker never reached the hold"
+    return release
+
+
 async def _in_lockstep(store: SQLiteStore, runs: list[asyncio.Task[RunResult]]) -> None:
-    """Hold the store's worker until every unfinished run waits for the store, then let it
+    """Hold the store's worker until every unfinished run has a write waiting, then let it
     go: each time, the writes of all the runs wait together, as under load."""
-    queue = store._executor._work_queue  # type: ignore[attr-defined]
-    while not all(r.done() for r in runs):
-        started, release = threading.Event(), threading.Event()
-
-        def hold(started: threading.Event = started, release: threading.Event = release) -> None:
-            started.set()
-            release.wait()
-
-        store._executor.submit(hold)
-        for _ in range(100_000):  # the worker reaches the hold; every live run queues
-            if started.is_set() and queue.qsize() >= sum(not r.done() for r in runs):
-                break
-            await asyncio.sleep(0)
-        else:
-            raise AssertionError("the runs never all waited for the store")
+    release = _hold(store)
+    try:
+        while not all(r.done() for r in runs):
+            for _ in range(100_000):
+                if len(store._writes) >= sum(not r.done() for r in runs):
+                    break
+                await asyncio.sleep(0)
+            else:
+                raise AssertionError("the runs never all waited for the store")
+            release = _hold(store, letting_go=release)
+    finally:
         release.set()
 
 

@@ -56,8 +56,13 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
                 base = ".".join(base_parts + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
-            # ``from . import _x`` imports a module; ``from ._x import Name`` a name.
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            # ``from ._x import Name`` imports the module ``_x``, ``from . import _x`` the
+            # module ``_x`` alone (its package is loaded first whoever imports it).
+            named = [f"{base}.{alias.name}" for alias in node.names]
+            if node.module is None:
+                targets = [t if t in modules else base for t in named]
+            else:
+                targets = [base, *named]
         else:
             continue
         for target in targets:
@@ -151,6 +156,9 @@ def test_the_graph_sees_the_imports_it_should() -> None:
     assert "closedloop.decision._context" in graph["closedloop.decision._rules"]
     # ``from ..perception import Observation`` reaches the module that defines it.
     assert "closedloop.perception._observation" in graph["closedloop.decision._context"]
+    # ``from . import _policy`` reaches the module, not the package above it.
+    assert "closedloop._policy" in _direct()["closedloop.policy"]
+    assert ROOT not in _direct()["closedloop.policy"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

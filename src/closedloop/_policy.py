@@ -13,7 +13,7 @@ they fill differs. A :class:`Wait` answers ``wait(state) -> seconds``. A
 :class:`RetryPolicy` puts one of each slot together and turns a state into one
 :class:`PolicyDecision`: attempt, wait, or stop. The state and the decision live in
 ``_policy_state.py``, the waits in ``_wait.py``, the drivers that run a retry loop on a
-policy in ``_retrying.py``; ``closedloop.policy`` re-exports them all.
+policy in ``_retrying.py``; ``closedloop.policy`` gathers them all.
 
 Combinators (:class:`AnyOf`, :class:`AllOf`, :class:`WaitSum`) have class names; the
 strategies a user writes by hand have lowercase phrase names, as tenacity's do.
@@ -34,26 +34,16 @@ from ._public import present_under
 from ._validation import require_int_at_least, require_non_negative
 from ._wait import (
     Wait,
-    WaitSum,
     wait_exponential,
-    wait_fact,
-    wait_fixed,
-    wait_jitter,
     wait_none,
     wait_random,
 )
 
 __all__ = [
-    "PROGRAMMING_ERRORS",
     "AllOf",
     "AnyOf",
     "Policy",
-    "PolicyDecision",
-    "PolicyState",
     "RetryPolicy",
-    "Verdict",
-    "Wait",
-    "WaitSum",
     "retry_if_exception",
     "retry_if_exception_type",
     "retry_if_result",
@@ -63,12 +53,6 @@ __all__ = [
     "stop_after_delay",
     "stop_never",
     "stop_on_fact",
-    "wait_exponential",
-    "wait_fact",
-    "wait_fixed",
-    "wait_jitter",
-    "wait_none",
-    "wait_random",
     "when",
 ]
 

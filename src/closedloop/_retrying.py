@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from ._exceptions import ConfigurationError
-from ._policy import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, RetryPolicy, Verdict
+from ._policy import RetryPolicy
+from ._policy_state import PROGRAMMING_ERRORS, PolicyDecision, PolicyState, Verdict
 from ._public import present_under
 
 __all__ = ["Observe", "Retried", "retry_async", "retry_sync"]

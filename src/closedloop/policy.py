@@ -24,65 +24,17 @@ refiner's stop policies and ``@controlled`` are all built from these.
 
 from __future__ import annotations
 
-from ._policy import (
-    PROGRAMMING_ERRORS,
-    AllOf,
-    AnyOf,
-    Policy,
-    PolicyDecision,
-    PolicyState,
-    RetryPolicy,
-    Verdict,
-    Wait,
-    WaitSum,
-    retry_if_exception,
-    retry_if_exception_type,
-    retry_if_result,
-    retry_never,
-    stop_after_attempt,
-    stop_after_backoff,
-    stop_after_delay,
-    stop_never,
-    stop_on_fact,
-    wait_exponential,
-    wait_fact,
-    wait_fixed,
-    wait_jitter,
-    wait_none,
-    wait_random,
-    when,
-)
-from ._retrying import Observe, Retried, retry_async, retry_sync
+from . import _policy, _policy_state, _retrying, _wait
+from ._policy import *  # noqa: F403
+from ._policy_state import *  # noqa: F403
+from ._retrying import *  # noqa: F403
+from ._wait import *  # noqa: F403
 
-__all__ = [
-    "PROGRAMMING_ERRORS",
-    "AllOf",
-    "AnyOf",
-    "Observe",
-    "Policy",
-    "PolicyDecision",
-    "PolicyState",
-    "Retried",
-    "RetryPolicy",
-    "Verdict",
-    "Wait",
-    "WaitSum",
-    "retry_async",
-    "retry_if_exception",
-    "retry_if_exception_type",
-    "retry_if_result",
-    "retry_never",
-    "retry_sync",
-    "stop_after_attempt",
-    "stop_after_backoff",
-    "stop_after_delay",
-    "stop_never",
-    "stop_on_fact",
-    "wait_exponential",
-    "wait_fact",
-    "wait_fixed",
-    "wait_jitter",
-    "wait_none",
-    "wait_random",
-    "when",
-]
+# Each name is listed once, in the module that defines it; this module is their union.
+__all__: list[str] = []
+__all__ += _policy.__all__
+__all__ += _policy_state.__all__
+__all__ += _retrying.__all__
+__all__ += _wait.__all__
+# In the order a literal list here would have: constants, classes, then functions.
+__all__.sort(key=lambda name: (not name.isupper(), not name[:1].isupper(), name))

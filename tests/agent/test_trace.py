@@ -21,14 +21,11 @@ from closedloop.agent._records import (
     RunUsageSummary,
     StepRecord,
 )
-from closedloop.agent._trace import (
+from closedloop.agent._trace import JsonlTrace, MemoryTrace, MultiSink, TraceSink
+from closedloop.agent._trace_files import (
     RESULT_FILE,
     TRACE_FILE,
-    JsonlTrace,
-    MemoryTrace,
-    MultiSink,
     RunPaths,
-    TraceSink,
     read_trace,
     resolve_run,
     run_dir,

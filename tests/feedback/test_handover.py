@@ -25,7 +25,8 @@ from closedloop.feedback import (
     SchemaDrift,
     SQLiteStore,
 )
-from closedloop.feedback._store import BaseStore, Record
+from closedloop.feedback._contract import Record
+from closedloop.feedback._store import BaseStore
 
 from .conftest import FakeClock
 

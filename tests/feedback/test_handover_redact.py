@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from closedloop.feedback._handover import REDACTED, is_secret_key, redact
+from closedloop._redaction import REDACTED, is_secret_key, redact
 
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 

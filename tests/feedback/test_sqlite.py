@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from closedloop import ConfigurationError, StaleStateError, StoreUnavailableError
+from closedloop._home import closedloop_home
 from closedloop.feedback import SQLiteStore
-from closedloop.feedback._paths import closedloop_home, default_state_path
+from closedloop.feedback._paths import default_state_path
 
 from .conftest import FakeClock
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from closedloop._redaction import REDACTED, redact
 from closedloop.feedback import MemoryStore
-from closedloop.feedback._handover import REDACTED, redact
 from closedloop.server import KEY_NAMESPACE, ApiKeys, RateLimit
 
 from .conftest import Harness, HarnessFactory, new_session, start_run

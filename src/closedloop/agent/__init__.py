@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from types import FunctionType
 
+from .._policy import stop_after_delay, stop_never
 from ._acting import EarlyHandover, StormWait
 from ._agent import Agent
 from ._control_config import ControlConfig, ErrorMetric, default_schedule, edit_distance_metric
@@ -58,15 +59,14 @@ from ._stop import (
     StopAny,
     StopPolicy,
     StopWhen,
-    stop_after_delay,
     stop_after_steps,
-    stop_never,
     stop_on_budget,
     stop_on_no_progress,
     stop_on_repeats,
 )
 from ._tools import Tool, as_tool, requires_nonempty, tool
-from ._trace import JsonlTrace, MemoryTrace, MultiSink, TraceSink, read_trace
+from ._trace import JsonlTrace, MemoryTrace, MultiSink, TraceSink
+from ._trace_files import read_trace
 
 __all__ = [
     "DEFAULT_STOP",

@@ -55,15 +55,16 @@ from ._options import (
     Trace,
     mode_of,
 )
-from ._output import OutputParser, OutputT
+from ._output import OutputParser
 from ._prewarm import trace_with_notes
-from ._records import AgentResult, HaltReason, RunResult, StepRecord
+from ._records import AgentResult, HaltReason, OutputT, RunResult, StepRecord
 from ._recover import recover_run
 from ._resume import apply_decision, frozen_task, spec_from_state
 from ._run import Run
 from ._state import StateHandle, Task, TaskState, new_id, required_fields_of
 from ._tools import tools_by_name
-from ._trace import JsonlTrace, TraceSink, run_dir
+from ._trace import JsonlTrace, TraceSink
+from ._trace_files import run_dir
 from ._twins import TypedRun, finished, no_running_loop, sync_twin
 from ._view import Carry
 

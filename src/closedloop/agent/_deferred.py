@@ -18,10 +18,15 @@ from typing import Any
 
 from .._exceptions import StaleStateError
 from ..feedback import Record, StateStore, StoreProxy
+from ..feedback._contract import Hint, Write
 from ..feedback._json import CheckedDocument, check_json, encode_document, freeze_mapping
-from ..feedback._store import Hint, Write, record_name
+from ..feedback._store import record_name
 
-__all__ = ["DeferredRecords", "PendingRecord", "RidingWrites", "Write"]
+__all__ = [
+    "DeferredRecords",
+    "PendingRecord",
+    "RidingWrites",
+]
 
 PendingRecord = Hint
 """``(namespace, key, value)`` of a record waiting for the next save."""

@@ -27,7 +27,11 @@ from ._view import ModelReply, RuleAdvice, View
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["RuleAdvice", "Ruled", "advise", "ruled"]
+__all__ = [
+    "Ruled",
+    "advise",
+    "ruled",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,14 +22,14 @@ from ._act import Acted, accept_answer, text_of
 from ._actuators import FINAL, act_key
 from ._decide import Abstain, Answer, Call, CloseOnRepeat, Cut, Refuse, Repeat, Settle, Skip
 from ._fold import Edit, EffectKey, Noted, PlanEdit
-from ._gate import RuleAdvice, advise
+from ._gate import advise
 from ._handover import freeze
 from ._observe import absorb
 from ._projection import summarise_observation
 from ._records import ActionCall, HaltReason
 from ._state import field_problems
 from ._tools import Tool
-from ._view import Judged, ModelReply, View
+from ._view import Judged, ModelReply, RuleAdvice, View
 
 if TYPE_CHECKING:
     from ..control import ActuatorSettings

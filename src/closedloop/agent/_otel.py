@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigurationError
+from .._redaction import redact
 from ..control import Protocol
-from ..feedback._handover import redact
 from ._records import HaltReason, RunResult, StepRecord
 
 if TYPE_CHECKING:

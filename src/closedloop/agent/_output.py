@@ -20,7 +20,9 @@ from .._exceptions import ConfigurationError, OutputValidationError
 from ._halt_error import describe_error
 from ._records import AgentResult, HaltReason, OutputT, RunResult
 
-__all__ = ["OutputParser", "OutputT"]
+__all__ = [
+    "OutputParser",
+]
 
 FormatAnswer = Callable[[str, Mapping[str, Any]], str]
 

@@ -22,9 +22,10 @@ import re
 from dataclasses import dataclass
 
 from .._exceptions import ConfigurationError
-from .._policy import Policy, PolicyState, RetryPolicy, Wait, stop_after_attempt
-from .._policy_state import NO_DRAWS
+from .._policy import Policy, RetryPolicy, stop_after_attempt
+from .._policy_state import NO_DRAWS, PolicyState
 from .._validation import require_int_at_least, require_non_negative
+from .._wait import Wait
 from ..perception import Observation, ObservationStatus
 from ._acting import StormWait
 

@@ -19,7 +19,8 @@ from ..execution import EffectLedger
 from ..feedback import StateStore
 from ._fold import fold_recovery
 from ._resume import spec_from_state
-from ._run import LoopSettings, Run
+from ._run import Run
+from ._settings import LoopSettings
 from ._state import StateHandle, Task, TaskState
 from ._view import Carry
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from .._exceptions import ConfigurationError, SessionNotFoundError
 from ..feedback import HandoverItem, HandoverQueue, StateStore
-from ._fold import apply_edits, fold_decision
+from ._fold import fold_decision
 from ._state import RequiredField, StateHandle, Task, TaskState
 
-__all__ = ["apply_decision", "apply_edits", "frozen_task", "spec_from_state"]
+__all__ = [
+    "apply_decision",
+    "frozen_task",
+    "spec_from_state",
+]
 
 
 async def frozen_task(

@@ -35,7 +35,9 @@ from ._tools import Tool
 from ._trace import TraceSink
 from ._validate import Validator
 
-__all__ = ["LoopSettings", "Run"]  # LoopSettings is re-exported from _settings.py
+__all__ = [
+    "Run",
+]
 
 
 class Run:

@@ -24,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._exceptions import ConfigurationError, StateSerializationError
 from .._validation import require_unit_interval
 from ..feedback import Snapshot, StateStore
+from ..feedback._contract import Write
 from ..feedback._json import CheckedDocument, checked_document
 from ..feedback._store import BaseStore
-from ._deferred import RidingWrites, Write
+from ._deferred import RidingWrites
 from ._validate import schema_validator
 
 __all__ = [

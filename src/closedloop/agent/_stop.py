@@ -15,19 +15,11 @@ from collections.abc import Callable
 from typing import Any, TypeAlias, cast
 
 from .._exceptions import ConfigurationError
-from .._policy import (
-    AllOf,
-    AnyOf,
-    Policy,
-    PolicyState,
-    stop_after_delay,
-    stop_never,
-    stop_on_fact,
-    when,
-)
+from .._policy import AllOf, AnyOf, Policy, stop_on_fact, when
 from .._policy import (
     stop_after_attempt as _stop_after_attempt,
 )
+from .._policy_state import PolicyState
 from .._validation import require_int_at_least, require_non_negative
 from ._records import HaltReason
 
@@ -39,9 +31,7 @@ __all__ = [
     "StopPolicy",
     "StopWhen",
     "as_stop_policy",
-    "stop_after_delay",
     "stop_after_steps",
-    "stop_never",
     "stop_on_budget",
     "stop_on_no_progress",
     "stop_on_repeats",

@@ -5,7 +5,7 @@ A run leaves a directory, by default ``$CLOSEDLOOP_HOME/runs/<run_id>/``, holdin
 most the line being written) and ``result.json`` (the ``RunResult``, written atomically
 when the run ends). Everything written goes through one redaction pass first: a trace
 is read by people and shipped to dashboards, so no credential may reach it. Where a run's
-files live and how they are read back is ``_trace_files`` (re-exported here).
+files live and how they are read back is ``_trace_files``.
 """
 
 from __future__ import annotations
@@ -24,31 +24,20 @@ from typing import IO, Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from .._exceptions import ConfigurationError, StoreUnavailableError
-from ..feedback._handover import redact
+from .._redaction import redact
 from ._records import RunResult, StepRecord
 from ._trace_files import (
     RESULT_FILE,
     TRACE_FILE,
-    RunPaths,
-    read_trace,
-    resolve_run,
     run_dir,
-    runs_root,
 )
 
 __all__ = [
-    "RESULT_FILE",
-    "TRACE_FILE",
     "JsonlTrace",
     "MemoryTrace",
     "MultiSink",
-    "RunPaths",
     "TraceSink",
     "build_audit",
-    "read_trace",
-    "resolve_run",
-    "run_dir",
-    "runs_root",
     "to_json_text",
 ]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .._exceptions import ConfigurationError
-from ..feedback._paths import closedloop_home
+from .._home import closedloop_home
 from ._records import RunResult, StepRecord
 
 __all__ = [

@@ -22,7 +22,7 @@ from .._exceptions import ConfigurationError
 from ..agent._plain import plain_view
 from ..agent._plot import plot_run
 from ..agent._records import RunResult, StepRecord
-from ..agent._trace import RunPaths, read_trace, resolve_run
+from ..agent._trace_files import RunPaths, read_trace, resolve_run
 
 __all__ = ["plot", "show", "trace_app"]
 

@@ -12,26 +12,19 @@ from __future__ import annotations
 from types import FunctionType
 
 from .._policy import (
-    PROGRAMMING_ERRORS,
     AllOf,
     AnyOf,
     Policy,
-    PolicyState,
     RetryPolicy,
-    Wait,
-    WaitSum,
     retry_if_exception,
     retry_if_exception_type,
     retry_never,
     stop_after_attempt,
     stop_after_backoff,
-    wait_exponential,
-    wait_fixed,
-    wait_jitter,
-    wait_none,
-    wait_random,
 )
+from .._policy_state import PROGRAMMING_ERRORS, PolicyState
 from .._records import RecordStore
+from .._wait import Wait, WaitSum, wait_exponential, wait_fixed, wait_jitter, wait_none, wait_random
 from ._action import (
     AtomicAction,
     CheckFn,
@@ -46,8 +39,9 @@ from ._canonical import DEFAULT_VOLATILE_FIELDS, canonical_json, effect_key, nor
 from ._effect import EffectClass, EffectRecord, EffectStatus
 from ._execute import execute, execute_sync
 from ._executor import Executor
-from ._ledger import CompensationResult, EffectLedger
+from ._ledger import EffectLedger
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._saga import CompensationResult
 from ._secret import EnvResolver, Secret, SecretResolver
 
 # The executor's retry policy is the one policy algebra of closedloop.policy. The names

@@ -24,16 +24,13 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
-from .._policy import (
-    PROGRAMMING_ERRORS,
-    PolicyDecision,
-    PolicyState,
-    RetryPolicy,
-)
+from .._policy import RetryPolicy
+from .._policy_state import PROGRAMMING_ERRORS, PolicyDecision, PolicyState
 from .._retrying import Retried, retry_async
 from .._validation import require_non_negative
 from ._action import AtomicAction, Confirmation, call_maybe_async
 from ._canonical import effect_key
+from ._effect import EffectRecord, EffectStatus
 from ._inflight import (
     DEFAULT_IN_FLIGHT_WAIT_S,
     Call,
@@ -45,8 +42,9 @@ from ._inflight import (
     live_claim,
     watch,
 )
-from ._ledger import CompensationResult, EffectLedger, EffectRecord, EffectStatus
+from ._ledger import EffectLedger
 from ._outcome import ActionOutcome, ExecutionEvent, OutcomeStatus
+from ._saga import CompensationResult
 
 __all__ = ["EventHook", "Executor", "Sleep"]
 

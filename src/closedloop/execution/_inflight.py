@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import FencedOutError, LedgerError, ReconciliationRequiredError
-from .._policy import RetryPolicy, retry_if_result, stop_after_delay, wait_exponential
+from .._policy import RetryPolicy, retry_if_result, stop_after_delay
 from .._retrying import retry_async
+from .._wait import wait_exponential
 from ._action import AtomicAction
 from ._effect import EffectRecord, EffectStatus
 from ._ledger import EffectLedger

@@ -25,7 +25,8 @@ from .._exceptions import (
     ReconciliationRequiredError,
     StaleStateError,
 )
-from .._policy import PROGRAMMING_ERRORS, retry_if_result
+from .._policy import retry_if_result
+from .._policy_state import PROGRAMMING_ERRORS
 from .._records import FencedStore, RecordStore, StoredRecord
 from ._action import AtomicAction, Reconciliation, call_maybe_async
 from ._canonical import DEFAULT_VOLATILE_FIELDS, JSON, effect_key, normalise
@@ -34,11 +35,7 @@ from ._effect import EffectRecord, EffectStatus
 from ._saga import CompensationResult, compensate_task, describe, index_actions
 
 __all__ = [
-    "CompensationResult",
     "EffectLedger",
-    "EffectRecord",  # defined in _effect; re-exported for the ledger's callers
-    "EffectStatus",
-    "RecordStore",
 ]
 
 _SEQ_CAS_ATTEMPTS = 64

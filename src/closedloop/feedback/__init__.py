@@ -21,6 +21,7 @@ from .._faults import (
 from .._public import present_under
 from ._bus import Delivery, EventBus, HandlerOutcome
 from ._circuit import CircuitBreaker, CircuitState
+from ._contract import Record, Snapshot, StateStore, StoreStats
 from ._handover import (
     HANDOVER_NAMESPACE,
     HandoverDecision,
@@ -50,7 +51,7 @@ from ._provider_state import (
 from ._proxy import StoreProxy
 from ._redis import RedisStore
 from ._sqlite import SQLiteStore
-from ._store import DEFAULT_MAX_DOCUMENT_BYTES, Record, Snapshot, StateStore, StoreStats
+from ._store import DEFAULT_MAX_DOCUMENT_BYTES
 from ._sync import SyncStore
 from ._thresholds import THRESHOLD_NAMESPACE, ThresholdStates
 

@@ -26,19 +26,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError, SessionNotFoundError, StaleStateError
-from .._redaction import REDACTED, is_secret_key, redact
-from ._store import Record, StateStore, record_name
+from .._redaction import redact
+from ._contract import Record, StateStore
+from ._store import record_name
 
 __all__ = [
     "HANDOVER_NAMESPACE",
-    "REDACTED",
     "HandoverDecision",
     "HandoverItem",
     "HandoverQueue",
     "HandoverStatus",
     "escalation_record",
-    "is_secret_key",
-    "redact",
 ]
 
 HANDOVER_NAMESPACE = "handover"

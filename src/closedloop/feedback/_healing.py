@@ -21,12 +21,11 @@ from .._faults import HandoverRequested, RateLimited, SchemaDrift, ServerError, 
 from .._validation import require_int_at_least, require_positive
 from ._bus import EventBus
 from ._circuit import CircuitBreaker, CircuitState
+from ._contract import StateStore
 from ._handover import HANDOVER_NAMESPACE, escalation_record
 from ._json import JSONValue, check_json, freeze_mapping, thaw
-from ._store import StateStore
 
 __all__ = [
-    "HANDOVER_NAMESPACE",
     "EscalateToHuman",
     "HealingAction",
     "HealingKind",

@@ -11,16 +11,11 @@ from types import MappingProxyType
 from typing import Any
 
 from .._exceptions import ConfigurationError, SessionNotFoundError, StoreUnavailableError
+from ._contract import Record, RecordWrite, SessionWrite, Snapshot, live_fields, merge_field_expiry
 from ._json import JSONValue, freeze_mapping
 from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
-    Record,
-    RecordWrite,
-    SessionWrite,
-    Snapshot,
-    live_fields,
-    merge_field_expiry,
     record_name,
     stored_token,
     writes_together,

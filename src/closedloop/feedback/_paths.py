@@ -6,7 +6,9 @@ from pathlib import Path
 
 from .._home import closedloop_home
 
-__all__ = ["closedloop_home", "default_state_path"]
+__all__ = [
+    "default_state_path",
+]
 
 
 def default_state_path() -> Path:

@@ -23,7 +23,8 @@ import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from ._store import BaseStore, Hint, Record, Snapshot, StateStore, Write
+from ._contract import Hint, Record, Snapshot, StateStore, Write
+from ._store import BaseStore
 
 __all__ = ["StoreProxy", "forwarded"]
 

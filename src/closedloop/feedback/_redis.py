@@ -23,6 +23,7 @@ from .._exceptions import (
     StoreUnavailableError,
 )
 from .._validation import require_non_negative, require_positive
+from ._contract import Record, RecordWrite, SessionWrite, Snapshot, live_fields
 from ._json import decode_document, encode_document, freeze_mapping
 from ._redis_client import call_redis, connect, encodable, unknown_outcome
 from ._redis_scripts import (
@@ -41,17 +42,7 @@ from ._redis_scripts import (
     session_snapshot,
     stored_record,
 )
-from ._store import (
-    DEFAULT_MAX_DOCUMENT_BYTES,
-    BaseStore,
-    Record,
-    RecordWrite,
-    SessionWrite,
-    Snapshot,
-    live_fields,
-    record_name,
-    writes_together,
-)
+from ._store import DEFAULT_MAX_DOCUMENT_BYTES, BaseStore, record_name, writes_together
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

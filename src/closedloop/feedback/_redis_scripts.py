@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ._contract import Record, Snapshot, live_fields
 from ._json import decode_document, freeze_mapping
-from ._store import Record, Snapshot, live_fields
 
 __all__ = [
     "CREATE",

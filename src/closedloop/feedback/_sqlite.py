@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from .._exceptions import ConfigurationError, SessionNotFoundError, StoreUnavailableError
 from .._validation import require_positive
+from ._contract import Record, RecordWrite, SessionWrite, Snapshot, live_fields, merge_field_expiry
 from ._json import decode_document, encode_document, freeze_mapping
 from ._paths import default_state_path
 from ._sqlite_schema import (
@@ -37,12 +38,6 @@ from ._sqlite_worker import SQLiteWorker
 from ._store import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     BaseStore,
-    Record,
-    RecordWrite,
-    SessionWrite,
-    Snapshot,
-    live_fields,
-    merge_field_expiry,
     record_name,
     stored_token,
     writes_together,

@@ -15,8 +15,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .._exceptions import StoreUnavailableError
+from ._contract import Record, Snapshot, live_fields
 from ._json import decode_document, freeze_mapping
-from ._store import Record, Snapshot, live_fields
 
 __all__ = [
     "SESSION_COLUMNS",

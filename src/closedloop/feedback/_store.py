@@ -1,11 +1,10 @@
 """``BaseStore``: the machinery every state store backend shares.
 
 The contract it implements (``Snapshot``, ``Record``, the ``StateStore`` protocol and the
-field-expiry rules) is in ``_contract.py`` and re-exported here. Backends (memory, SQLite,
-Redis) share one behaviour, kept here so it cannot drift:
-argument checks, the JSON/size gate in front of every write, the secret scrub behind it
-(sessions, records, ledger entries, handover items: nothing is stored with a secret in
-clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
+field-expiry rules) is in ``_contract.py``. Backends (memory, SQLite, Redis) share one
+behaviour, kept here so it cannot drift: argument checks, the JSON/size gate in front of
+every write, the secret scrub behind it (sessions, records, ledger entries, handover
+items: nothing is stored with a secret in clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
 """
 
 from __future__ import annotations
@@ -32,27 +31,14 @@ from ._contract import (
     RecordWrite,
     SessionWrite,
     Snapshot,
-    StateStore,
     StoreStats,
     Write,
-    live_fields,
-    merge_field_expiry,
 )
 from ._json import CheckedDocument, check_json, encode_document
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
     "BaseStore",
-    "Hint",
-    "Record",
-    "RecordWrite",
-    "SessionWrite",
-    "Snapshot",
-    "StateStore",
-    "StoreStats",
-    "Write",
-    "live_fields",
-    "merge_field_expiry",
     "record_name",
     "stored_token",
     "writes_together",

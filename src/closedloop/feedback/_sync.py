@@ -8,7 +8,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from .._exceptions import ConfigurationError, StoreUnavailableError
-from ._store import BaseStore, StateStore, StoreStats
+from ._contract import StateStore, StoreStats
+from ._store import BaseStore
 
 __all__ = ["SyncStore"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._conflict import retry_on_conflict
-from ._store import StateStore
+from ._contract import StateStore
 
 __all__ = ["THRESHOLD_NAMESPACE", "ThresholdStates"]
 

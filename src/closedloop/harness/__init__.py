@@ -69,12 +69,13 @@ from ._diagnosis import (
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
 from ._focused import FocusedFeedback, focused_feedback
 from ._generator import Generation, Generator, ModelGenerator, extract_code
-from ._humaneval import HumanEvalProblem, humaneval_data_path, load_humaneval, split_check
+from ._humaneval import HumanEvalProblem, humaneval_data_path, load_humaneval
 from ._interval import Interval, interval
+from ._prompts import SYSTEM_PROMPT, initial_messages
 from ._refiner import Diagnoser, Evaluator, Refiner, SandboxEvaluator
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox, SandboxLimits
-from ._split import split_statements
+from ._split import split_check, split_statements
 from ._stop import (
     AnyStop,
     RefineState,
@@ -87,7 +88,6 @@ from ._stop import (
     stop_when_target_met,
 )
 from ._strategies import (
-    SYSTEM_PROMPT,
     BlindRetry,
     Feedback,
     PIDFeedback,
@@ -96,7 +96,6 @@ from ._strategies import (
     StrategyContext,
     StrategySession,
     blind_retry,
-    initial_messages,
     pid_feedback,
     self_refine,
 )

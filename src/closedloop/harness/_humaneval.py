@@ -27,7 +27,11 @@ from .._exceptions import ConfigurationError
 from ._split import split_check
 from ._tasks import CodeTask
 
-__all__ = ["HumanEvalProblem", "humaneval_data_path", "load_humaneval", "split_check"]
+__all__ = [
+    "HumanEvalProblem",
+    "humaneval_data_path",
+    "load_humaneval",
+]
 
 _DATA = ("data", "HumanEval.jsonl.gz")
 _INSTRUCTION = (

@@ -20,7 +20,7 @@ from ..control import LyapunovMonitor, LyapunovVerdict
 from ..models import Message
 from ._evaluation import CheckResult, Evaluation, EvaluationStatus, not_run
 from ._generator import Generator
-from ._prompts import same_code
+from ._prompts import initial_messages, same_code
 from ._results import RefinementResult, RefinementRound
 from ._sandbox import Sandbox
 from ._stop import (
@@ -33,7 +33,7 @@ from ._stop import (
     stop_on_trajectory,
 )
 from ._stop import stop_when_target_met as _target_met
-from ._strategies import Feedback, Strategy, StrategyContext, initial_messages, pid_feedback
+from ._strategies import Feedback, Strategy, StrategyContext, pid_feedback
 from ._tasks import CodeTask
 
 __all__ = ["Diagnoser", "Evaluator", "Refiner", "SandboxEvaluator"]

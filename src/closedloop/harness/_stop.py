@@ -18,7 +18,8 @@ from enum import StrEnum
 from typing import Any, TypeAlias, cast
 
 from .._exceptions import ConfigurationError
-from .._policy import AnyOf, Policy, PolicyState
+from .._policy import AnyOf, Policy
+from .._policy_state import PolicyState
 from .._validation import require_finite, require_int_at_least
 from ..control import LyapunovMonitor, LyapunovVerdict, Trajectory
 

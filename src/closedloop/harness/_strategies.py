@@ -40,7 +40,6 @@ from ._own_temperature import OwnTemperature
 from ._prompts import (
     ANSWER,
     PRECISE_ANSWER,
-    SYSTEM_PROMPT,
     continue_messages,
     failure_lines,
     fresh_messages,
@@ -54,7 +53,6 @@ from ._results import RefinementRound
 from ._tasks import CodeTask
 
 __all__ = [
-    "SYSTEM_PROMPT",
     "BlindRetry",
     "Feedback",
     "PIDFeedback",
@@ -63,7 +61,6 @@ __all__ = [
     "StrategyContext",
     "StrategySession",
     "blind_retry",
-    "initial_messages",
     "pid_feedback",
     "self_refine",
 ]

@@ -25,17 +25,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from .._exceptions import ConfigurationError
-from .._policy import (
-    Policy,
-    PolicyState,
-    RetryPolicy,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_fact,
-    when,
-)
+from .._policy import Policy, RetryPolicy, retry_if_exception_type, stop_after_attempt, when
+from .._policy_state import PolicyState
 from .._retrying import retry_async, retry_sync
 from .._validation import require_int_at_least, require_unit_interval
+from .._wait import wait_fact
 from ._loop import ControlContext, ControlLoop, ControlRecord
 from ._metrics import EXCEPTION_ERROR, Invocation, check_error
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
+from .._home import closedloop_home
 from ._completion import Completion, Message, MessagesInput, ToolCall, Usage, normalize_messages
 from ._confidence import Confidence, TokenLogprob
 from ._faults import (
@@ -45,7 +46,6 @@ from ._registry import (
     PullResult,
     WheelMember,
     builtin_model_path,
-    closedloop_home,
     list_models,
     models_dir,
     pip_downloader,

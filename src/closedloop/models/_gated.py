@@ -35,15 +35,10 @@ from .._exceptions import (
     ModelUnreachableError,
     TransientModelError,
 )
-from .._policy import (
-    PolicyDecision,
-    PolicyState,
-    RetryPolicy,
-    retry_if_result,
-    stop_never,
-    wait_fact,
-)
+from .._policy import RetryPolicy, retry_if_result, stop_never
+from .._policy_state import PolicyDecision, PolicyState
 from .._retrying import retry_async
+from .._wait import wait_fact
 from ._completion import Completion, MessagesInput
 from ._protocol import Model
 from ._request import DEFAULT_REQUEST, ModelRequest

@@ -36,7 +36,6 @@ __all__ = [
     "PullResult",
     "WheelMember",
     "builtin_model_path",
-    "closedloop_home",
     "list_models",
     "models_dir",
     "pip_downloader",

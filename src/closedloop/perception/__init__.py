@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from inspect import isfunction
 
+from .._faults import RateLimited
 from ..control import LatencyTracker
 from ._calibration import IsotonicCalibration
 from ._compact import Compacted, compact, json_size
 from ._embed import Embedder, NGramEmbedder, SentenceTransformerEmbedder
-from ._events import EventListener, PerceptionEvent, RateLimited
+from ._events import EventListener, PerceptionEvent
 from ._http_tool import HttpTool
 from ._metrics import (
     error_business,

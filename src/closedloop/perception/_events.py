@@ -16,7 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from .._exceptions import ConfigurationError
 from .._faults import RateLimited
 
-__all__ = ["EventListener", "PerceptionEvent", "RateLimited", "check_listeners", "emit"]
+__all__ = [
+    "EventListener",
+    "PerceptionEvent",
+    "check_listeners",
+    "emit",
+]
 
 _log = logging.getLogger("closedloop.perception")
 

@@ -19,9 +19,10 @@ import httpx
 from pydantic import BaseModel
 
 from .._exceptions import ConfigurationError, ToolError
+from .._faults import RateLimited
 from .._validation import require_int_at_least, require_positive
 from ..control import LatencyTracker
-from ._events import EventListener, RateLimited, check_listeners, emit
+from ._events import EventListener, check_listeners, emit
 from ._observation import Observation, ObservationStatus
 from ._paths import check_paths
 from ._scoring import ConfidencePolicy, LastGoodCache, ResponseScorer

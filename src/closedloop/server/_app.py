@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._exceptions import ClosedLoopError, ModelNotAvailableError
@@ -41,7 +42,7 @@ from ._http import (
     unexpected_handler,
     validation_handler,
 )
-from ._metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from ._metrics import ServiceMetrics
 from ._provider import GatedTransport, provider_limits
 from ._queued_runs import QueuedRunManager
 from ._ratelimit import RateLimiter

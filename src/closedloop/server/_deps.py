@@ -17,7 +17,8 @@ from ._provider import GatedTransport, ProviderLimits
 from ._ratelimit import RateLimiter, retry_after_header
 from ._readiness import model_problem_at_start
 from ._registry import AgentRegistry
-from ._runs import RUNS, RunManager
+from ._run_records import RUNS
+from ._runs import RunManager
 from ._scoped import ScopedStore
 from ._settings import ServerSettings
 from ._sse import RunHub

@@ -14,14 +14,14 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import ValidationError
 
 from .._exceptions import ConfigurationError, SessionNotFoundError, StaleStateError
+from .._redaction import redact
 from ..agent import TaskState
-from ..agent._resume import apply_edits
+from ..agent._fold import apply_edits
 from ..feedback import HandoverDecision, HandoverItem, HandoverQueue, HandoverStatus, StateStore
-from ..feedback._handover import redact
 from ._auth import Principal
 from ._deps import Service, authenticate, service_of
 from ._http import ApiError
-from ._runs import RUNS, run_key_of
+from ._run_records import RUNS, run_key_of
 from ._schemas import ChoiceBody, DecisionBody, EditBody
 from ._sessions import run_view
 from ._takeover import CHOICES, apply_choice, end_task, is_pending_effect

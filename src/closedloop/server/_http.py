@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..feedback._handover import redact
+from .._redaction import redact
 from ._metrics import ServiceMetrics
 
 __all__ = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -21,7 +20,9 @@ from prometheus_client import (
 
 from ..agent import StepRecord
 
-__all__ = ["CONTENT_TYPE_LATEST", "ServiceMetrics"]
+__all__ = [
+    "ServiceMetrics",
+]
 
 _UNIT_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

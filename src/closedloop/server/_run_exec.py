@@ -12,8 +12,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._redaction import redact
 from ..agent import Agent, HaltReason, RunResult, StepRecord, TraceSink
-from ..feedback._handover import redact
 from ._metrics import ServiceMetrics
 from ._registry import AgentContext
 from ._run_records import agent_session

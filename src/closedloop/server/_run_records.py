@@ -22,8 +22,8 @@ from typing import Any
 
 from .._conflict import retry_on_conflict
 from .._exceptions import ConfigurationError
+from .._redaction import redact
 from ..feedback import HandoverQueue, Record, StateStore
-from ..feedback._handover import redact
 from ..models import MeteredModel
 
 __all__ = [

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import ConfigurationError, ReconciliationRequiredError
+from .._redaction import redact
 from ..agent import Agent, HaltReason, JsonlTrace, MultiSink, RunResult
 from ..feedback import Record, StateStore
-from ..feedback._handover import redact
 from ..models import MeteredModel, Model
 from ._dispatch import RunQueue
 from ._local_runs import LocalRuns, _Local
@@ -32,7 +32,6 @@ from ._registry import AgentContext, AgentRegistry
 from ._run_exec import _HubSink, drive, result_changes, sink_agent_name
 from ._run_records import (
     RUNS,
-    agent_session,
     delete_run_state,
     first_run,
     handover_pending,
@@ -40,7 +39,6 @@ from ._run_records import (
     new_run_record,
     request_fingerprint,
     run_key,
-    run_key_of,
     store_scope,
     update_run,
 )
@@ -48,7 +46,10 @@ from ._sse import RunHub, TraceTail
 from ._takeover import hand_over_pending_effect, next_move
 from ._workers import idempotent_task_id
 
-__all__ = ["RUNS", "SETTLED", "RunManager", "agent_session", "run_key", "run_key_of"]
+__all__ = [
+    "SETTLED",
+    "RunManager",
+]
 
 SETTLED = ("waiting", "ended", "error")
 """What :meth:`RunManager.continue_run` answers when it executes nothing: the run waits on

@@ -25,8 +25,7 @@ from ._auth import Principal
 from ._deps import SESSIONS, Service, authenticate, expired, service_of
 from ._http import ApiError
 from ._registry import AgentContext
-from ._run_records import IdempotencyKeyReusedError, delete_idempotency_keys
-from ._runs import RUNS, run_key
+from ._run_records import RUNS, IdempotencyKeyReusedError, delete_idempotency_keys, run_key
 from ._schemas import RunCreate, RunFeedback, SessionCreate, SessionUpdate
 from ._sse import stream_run
 

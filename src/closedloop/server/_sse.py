@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._redaction import redact
 from ..agent import StepRecord
-from ..feedback._handover import redact
 
 __all__ = ["RunChannel", "RunHub", "TraceTail", "sse_event", "step_event", "stream_run"]
 

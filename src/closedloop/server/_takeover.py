@@ -22,10 +22,10 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .._exceptions import SessionNotFoundError
+from .._redaction import redact
 from ..agent._state import StateHandle
 from ..execution import EffectLedger, EffectStatus
 from ..feedback import HandoverItem, HandoverQueue, StateStore
-from ..feedback._handover import redact
 from ._dispatch import QueuedRun, RunQueue
 from ._run_records import RUNS, handover_pending, update_run
 

@@ -134,6 +134,12 @@ def test_the_config_and_the_policy_names_are_checked() -> None:
         BudgetBenchConfig()
     with pytest.raises(ConfigurationError, match="needs --cache"):
         BudgetBenchConfig(generations=4, cache_only=True)
+    # The settings every bench run has are checked here as in ``BenchConfig``, when the
+    # config is made, not when the run first loads its tasks.
+    for bad, name in (({"tasks": "everything"}, "tasks"), ({"threads": 0}, "threads")):
+        with pytest.raises(ConfigurationError) as info:
+            BudgetBenchConfig(generations=4, **bad)
+        assert info.value.argument == name
     assert policy_from_spec("even:pid").name == "even:pid"
     assert policy_from_spec("resample_until_pass@0.6").name == "resample_until_pass@0.6"
     assert policy_from_spec("allocator_focused").name == "allocator:resample,resample@0.6,focused"

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -30,13 +30,11 @@ from .._extras import require_extra
 from .._validation import require_int_at_least
 from ..models import Model
 from ._auto import strategy_from_spec
-from ._bench_generator import model_generator
+from ._bench_run import BenchRun, load_tasks, model_generator
 from ._curves import round_curve
-from ._humaneval import load_humaneval
 from ._plots import pyplot, save_figure
 from ._refiner import Refiner, SandboxEvaluator
 from ._results import RefinementResult
-from ._sandbox import Sandbox
 from ._stop import (
     RefineState,
     StopDecision,
@@ -47,9 +45,7 @@ from ._stop import (
     stop_when_target_met,
 )
 from ._strategies import self_refine
-from ._task_file import load_verified_tasks
 from ._tasks import CodeTask
-from ._tasks_seed import SEED_TASKS
 
 __all__ = [
     "BenchConfig",
@@ -66,41 +62,18 @@ LOOPGAIN_VERSION = "0.6.5"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BenchConfig:
+class BenchConfig(BenchRun):
     """What ``closedloop bench refine`` runs; the CLI options map one to one."""
 
-    # The four built-in tasks, HumanEval, or a JSONL file in HumanEval's form (a Path).
-    tasks: Literal["seed", "humaneval"] | Path = "seed"
-    limit: int | None = None
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     rounds: int = 4
-    model: str = "local:qwen2.5-coder-0.5b"
-    temperature: float = 0.2
-    seed: int = 0
-    max_tokens: int = 768
     loopgain: bool = True
-    out: Path | None = None
-    # A SQLite file that keeps generations between runs (None: in memory, this run only).
-    cache_path: Path | None = None
-    # llama.cpp threads for a local model (None: every core). On cores shared with other
-    # work, one thread avoids the spin-waits of a thread whose partner was descheduled.
-    threads: int | None = None
     # (k, n): only every n-th task from the k-th (1-based). Shards sharing ``cache_path``
     # split a long run between processes; a run without a shard then reads them all back.
     shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.tasks, Path):
-            if not self.tasks.is_file():
-                raise ConfigurationError("tasks", str(self.tasks), "no such task file")
-        elif self.tasks not in ("seed", "humaneval"):
-            raise ConfigurationError(
-                "tasks", self.tasks, "must be 'seed', 'humaneval' or the Path of a task file"
-            )
-        if self.limit is not None:
-            require_int_at_least("limit", self.limit, 1)
-        if self.threads is not None:
-            require_int_at_least("threads", self.threads, 1)
+        BenchRun.__post_init__(self)  # slotted dataclasses cannot use bare super()
         if self.shard is not None:
             k, n = self.shard
             if not 1 <= k <= n:
@@ -205,15 +178,9 @@ class BenchReport:
         cfg = self.config
         return {
             "config": {
-                "tasks": str(cfg.tasks),
-                "limit": cfg.limit,
+                **cfg.run_json(),
                 "strategies": list(cfg.strategies),
                 "rounds": cfg.rounds,
-                "model": cfg.model,
-                "temperature": cfg.temperature,
-                "seed": cfg.seed,
-                "max_tokens": cfg.max_tokens,
-                "threads": cfg.threads,
                 "shard": None if cfg.shard is None else list(cfg.shard),
             },
             "tasks": self.tasks,
@@ -242,17 +209,6 @@ def _count(items: Any) -> dict[str, int]:
 def _returned_after(result: RefinementResult, k: int) -> float:
     scores = [r.score for r in result.rounds[:k] if r.score is not None]
     return max(scores) if scores else 0.0
-
-
-async def _tasks(config: BenchConfig, sandbox: Sandbox | None = None) -> list[CodeTask]:
-    if isinstance(config.tasks, Path):
-        # A user's file: its references must hold up before any model is called.
-        problems = await load_verified_tasks(config.tasks, sandbox, limit=config.limit)
-        return [p.task() for p in problems]
-    if config.tasks == "seed":
-        tasks = list(SEED_TASKS)
-        return tasks[: config.limit] if config.limit is not None else tasks
-    return [p.task() for p in load_humaneval(limit=config.limit)]
 
 
 class TaskExecutor(Protocol):
@@ -284,7 +240,7 @@ async def run_refine_bench(
     say = progress or (lambda _msg: None)
     started = clock()
     sandbox = evaluator.sandbox if evaluator is not None else None
-    task_list = list(tasks) if tasks is not None else await _tasks(config, sandbox)
+    task_list = list(tasks) if tasks is not None else await load_tasks(config, sandbox)
     if config.shard is not None:
         k, n = config.shard
         task_list = task_list[k - 1 :: n]
@@ -340,10 +296,6 @@ async def run_refine_bench(
     return report
 
 
-def _label(tasks: str | Path) -> str:
-    return tasks.name if isinstance(tasks, Path) else tasks
-
-
 def _fmt_scores(result: RefinementResult) -> str:
     return " ".join("  - " if s is None else f"{s:.2f}" for s in result.scores)
 
@@ -363,7 +315,7 @@ def write_outputs(report: BenchReport, out: Path) -> list[Path]:
     ax.set_xticks(rounds)
     ax.set_ylim(0.0, 1.02)
     ax.set_title(
-        f"{_label(report.config.tasks)} tasks ({len(report.tasks)}), {report.config.model}"
+        f"{report.config.tasks_label()} tasks ({len(report.tasks)}), {report.config.model}"
     )
     ax.grid(alpha=0.3)
     ax.legend()
@@ -374,7 +326,7 @@ def render_report(report: BenchReport, console: Console) -> None:
     """The tables ``closedloop bench refine`` prints."""
     cfg = report.config
     console.print(
-        f"[bold]bench refine[/]: {len(report.tasks)} {_label(cfg.tasks)} task(s), model {cfg.model}, "
+        f"[bold]bench refine[/]: {len(report.tasks)} {cfg.tasks_label()} task(s), model {cfg.model}, "
         f"temperature {cfg.temperature}, seed {cfg.seed} (round k: seed + k - 1), "
         f"up to {cfg.rounds} rounds; wall time {report.wall_s:.1f} s"
     )

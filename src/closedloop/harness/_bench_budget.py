@@ -25,8 +25,7 @@ from .._extras import require_extra
 from ..models import Completion, MessagesInput, Model, ModelRequest
 from ._allocate import error_driven, resample_until_pass, spread_evenly
 from ._auto import strategy_from_spec
-from ._bench import BenchConfig, _tasks
-from ._bench_generator import model_generator
+from ._bench_run import BenchRun, load_tasks, model_generator
 from ._budget import BatchBudget, BatchPolicy, BudgetRun, MemoEvaluator, run_budgeted
 from ._budget_report import plot_allocation, plot_cost_curves
 from ._curves import Unit, common_cost, compare_at, cost_curve
@@ -76,25 +75,16 @@ def policy_from_spec(spec: str) -> BatchPolicy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetBenchConfig:
+class BudgetBenchConfig(BenchRun):
     """What ``closedloop bench refine --budget`` runs."""
 
-    tasks: Any = "seed"
-    """"seed", "humaneval" or the Path of a task file (as ``BenchConfig.tasks``)."""
-    limit: int | None = None
     policies: tuple[str, ...] = DEFAULT_POLICIES
     generations: int | None = None
     tokens: int | None = None
-    model: str = "local:qwen2.5-coder-0.5b"
-    temperature: float = 0.2
-    seed: int = 0
-    max_tokens: int = 768
-    out: Path | None = None
-    cache_path: Path | None = None
     cache_only: bool = False
-    threads: int | None = None
 
     def __post_init__(self) -> None:
+        BenchRun.__post_init__(self)  # slotted dataclasses cannot use bare super()
         self.budget()  # validates the totals
         if not self.policies:
             raise ConfigurationError("policies", self.policies, "name at least one")
@@ -162,15 +152,10 @@ class BudgetReport:
         cfg = self.config
         return {
             "config": {
-                "tasks": str(cfg.tasks),
-                "limit": cfg.limit,
+                **cfg.run_json(),
                 "policies": list(cfg.policies),
                 "budget_generations": cfg.generations,
                 "budget_tokens": cfg.tokens,
-                "model": cfg.model,
-                "temperature": cfg.temperature,
-                "seed": cfg.seed,
-                "max_tokens": cfg.max_tokens,
                 "cache_only": cfg.cache_only,
             },
             "tasks": self.tasks,
@@ -232,7 +217,7 @@ async def run_budget_bench(
     started = clock()
     if tasks is None:
         sandbox = evaluator.sandbox if evaluator is not None else None
-        tasks = await _tasks(BenchConfig(tasks=config.tasks, limit=config.limit), sandbox)
+        tasks = await load_tasks(config, sandbox)
     if model is None and config.cache_only:
         model = _ReplayOnlyModel(config.model)
     generator = model_generator(config, model, cache_only=config.cache_only)

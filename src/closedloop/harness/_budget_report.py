@@ -87,7 +87,7 @@ def render_budget_report(report: BudgetReport, console: Console) -> None:
     """The tables ``closedloop bench refine --budget`` prints."""
     cfg = report.config
     console.print(
-        f"[bold]bench refine --budget[/]: {len(report.tasks)} {cfg.tasks} task(s), model "
+        f"[bold]bench refine --budget[/]: {len(report.tasks)} {cfg.tasks_label()} task(s), model "
         f"{cfg.model}, budget {cfg.budget().describe()}"
         f"{' (cache-only replay)' if cfg.cache_only else ''}; {report.evaluator_calls} "
         f"programs tested; wall time {report.wall_s:.1f} s"

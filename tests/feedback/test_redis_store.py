@@ -360,6 +360,30 @@ async def test_a_resent_write_that_lost_to_another_is_reported_unknown(
     assert (snap.version, snap.data["n"]) == (3, 50)
 
 
+async def test_a_resent_record_write_that_lost_to_another_is_reported_unknown(
+    workers: tuple[RedisStore, RedisStore],
+) -> None:
+    """The same for a record (a ledger claim): its resend finds another worker's version,
+    which is not a conflict this worker may report as such."""
+    a, b = workers
+    script, sent = a._lua_record_put, []
+
+    async def applied_then_overtaken(**kwargs: Any) -> Any:
+        result = await script(**kwargs)
+        sent.append(1)
+        if len(sent) > 1:
+            return result  # the resend reaches Redis
+        await b.record_put("ledger", "k", {"by": "b"}, expected_version=1)
+        raise RedisConnectionError("Connection reset by peer (simulated)")
+
+    a._lua_record_put = applied_then_overtaken  # type: ignore[assignment]
+    with pytest.raises(StoreUnavailableError, match="may or may not have been applied"):
+        await a.record_put("ledger", "k", {"by": "a"}, expected_version=0)
+    assert len(sent) == 2
+    record = await b.record_get("ledger", "k")
+    assert record is not None and (record.version, record.value["by"]) == (2, "b")
+
+
 # --- configuration ----------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._exceptions import (
+    ClosedLoopError,
     ConfigurationError,
     SessionNotFoundError,
     StoreUnavailableError,
@@ -344,56 +345,48 @@ class RedisStore(BaseStore):
         return None if stored is None else stored_record(namespace, key, cast(str, stored))
 
     async def _record_put(self, write: RecordWrite) -> Record:
-        namespace, key, expected, plain, text = write
-        name = record_name(namespace, key)
-        keys = self._record_keys(namespace)
-        now = self._now()
-        args = [
-            encodable("key", key),
-            "" if expected is None else str(expected),
-            repr(now),
-            secrets.token_hex(8),
-            text,
-        ]
-        reply, resent = await self._call(
-            "record_put", lambda: self._lua_record_put(keys=keys, args=args, client=self._redis())
-        )
-        status, detail = reply
-        if status == "stale":
-            if resent:
-                raise self._unknown_outcome(f"record_put of {name!r}")
-            assert expected is not None
-            raise self._stale(name, expected, int(detail) if detail else None)
-        return Record(
-            namespace=namespace,
-            key=key,
-            version=int(detail),
-            value=freeze_mapping(plain),
-            updated_at=now,
-        )
+        expected = write.expected
+
+        def stale(name: str, detail: str) -> ClosedLoopError:
+            assert expected is not None  # an unconditional write is never refused
+            return self._stale(name, expected, int(detail) if detail else None)
+
+        guard = ["" if expected is None else str(expected)]
+        return await self._write_record("record_put", self._lua_record_put, write, guard, stale)
 
     async def _record_put_fenced(self, write: RecordWrite, fence: str, token: int) -> Record:
+        def fenced(name: str, detail: str) -> ClosedLoopError:
+            return self._fenced(name, token, int(detail))
+
+        guard = [encodable("fence", fence), str(token)]
+        return await self._write_record(
+            "record_put_fenced", self._lua_record_put_fenced, write, guard, fenced
+        )
+
+    async def _write_record(
+        self,
+        op: str,
+        script: AsyncScript,
+        write: RecordWrite,
+        guard: list[str],
+        refused: Callable[[str, str], ClosedLoopError],
+    ) -> Record:
+        """One record write by ``script`` under its ``guard`` (the expected version, or the
+        fence and token); the script's refusal becomes ``refused(name, detail)``, unless
+        the call was sent twice (the first may have written: the outcome is unknown)."""
         namespace, key, _, plain, text = write
-        name = record_name(namespace, key)
         keys = self._record_keys(namespace)
         now = self._now()
-        args = [
-            encodable("key", key),
-            encodable("fence", fence),
-            str(token),
-            repr(now),
-            secrets.token_hex(8),
-            text,
-        ]
+        args = [encodable("key", key), *guard, repr(now), secrets.token_hex(8), text]
         reply, resent = await self._call(
-            "record_put_fenced",
-            lambda: self._lua_record_put_fenced(keys=keys, args=args, client=self._redis()),
+            op, lambda: script(keys=keys, args=args, client=self._redis())
         )
-        status, detail = reply
-        if status == "fenced":
+        status, detail = reply  # "ok", or "again": a resent write found already done
+        if status in ("stale", "fenced"):
+            name = record_name(namespace, key)
             if resent:
-                raise self._unknown_outcome(f"record_put_fenced of {name!r}")
-            raise self._fenced(name, token, int(detail))
+                raise self._unknown_outcome(f"{op} of {name!r}")
+            raise refused(name, detail)
         return Record(
             namespace=namespace,
             key=key,

@@ -56,14 +56,18 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
     assert all(g.steps == g.sessions * 3 and g.commits >= 1 for g in report.group_commit)
     profiled = [p.loop for p in report.profiles]
     assert profiled == [
+        "LangGraph StateGraph",
         "closedloop, memory store, no trace",
+        "LangGraph StateGraph + its SQLite checkpointer (AsyncSqliteSaver, WAL)",
         "closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace",
     ]
     for profile in report.profiles:
-        assert profile.by_cumulative and profile.by_self
+        assert profile.by_cumulative and profile.by_self and profile.calls_per_step > 0
         cumulative = [line.cumulative_us for line in profile.by_cumulative]
         assert cumulative == sorted(cumulative, reverse=True)
-        assert any("closedloop/agent/" in line.function for line in profile.by_cumulative)
+        # Each profile is of its own loop: closedloop's agent, or LangGraph's graph.
+        own = "closedloop/agent/" if profile.loop.startswith("closedloop") else "langgraph/"
+        assert any(own in line.function for line in profile.by_cumulative)
         assert not any("bench/_overhead" in line.function for line in profile.by_cumulative)
 
 

@@ -181,8 +181,9 @@ ONCE = "closedloop, SQLite (synchronous=FULL, default), once effect, no trace"
 NORMAL_TRACE = "closedloop, SQLite (synchronous=NORMAL), once effect + JSONL trace"
 FULL_TRACE = "closedloop, SQLite (synchronous=FULL, default), once effect + JSONL trace"
 
-PROFILED = (MEMORY, READ_ONLY)
-"""The variants profiled after the timed rounds."""
+PROFILED = (GRAPH, MEMORY, GRAPH_SQLITE, READ_ONLY)
+"""The variants profiled after the timed rounds: each closedloop row beside the LangGraph
+row it is held against, so their Python calls per step compare too."""
 
 
 async def run_overhead_bench(
@@ -196,7 +197,8 @@ async def run_overhead_bench(
     group_rounds: int = 3,
 ) -> OverheadReport:
     """Measure every loop ``rounds`` times (after ``warmup`` rounds) on ``steps`` steps,
-    profile the memory-store and durable read-only variants for ``profile_rounds`` more
+    profile the memory-store and durable read-only variants and the two LangGraph loops
+    they are held against for ``profile_rounds`` more
     (0: no profile), then measure group commit with each of ``group_sessions`` sessions at
     once for ``group_rounds`` rounds (no sessions: not measured)."""
     require_int_at_least("steps", steps, 1)

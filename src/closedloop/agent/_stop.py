@@ -16,9 +16,7 @@ from typing import Any, TypeAlias, cast
 
 from .._exceptions import ConfigurationError
 from .._policy import AllOf, AnyOf, Policy, stop_on_fact, when
-from .._policy import (
-    stop_after_attempt as _stop_after_attempt,
-)
+from .._policy import stop_after_attempt as _stop_after_attempt
 from .._policy_state import PolicyState
 from .._validation import require_int_at_least, require_non_negative
 from ._records import HaltReason

@@ -26,11 +26,7 @@ from pydantic import BaseModel
 from .._exceptions import ConfigurationError, StoreUnavailableError
 from .._redaction import redact
 from ._records import RunResult, StepRecord
-from ._trace_files import (
-    RESULT_FILE,
-    TRACE_FILE,
-    run_dir,
-)
+from ._trace_files import RESULT_FILE, TRACE_FILE, run_dir
 
 __all__ = [
     "JsonlTrace",

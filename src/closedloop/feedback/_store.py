@@ -4,7 +4,8 @@ The contract it implements (``Snapshot``, ``Record``, the ``StateStore`` protoco
 field-expiry rules) is in ``_contract.py``. Backends (memory, SQLite, Redis) share one
 behaviour, kept here so it cannot drift: argument checks, the JSON/size gate in front of
 every write, the secret scrub behind it (sessions, records, ledger entries, handover
-items: nothing is stored with a secret in clear), the field-expiry rules and the read-modify-CAS loop behind ``update``.
+items: nothing is stored with a secret in clear), the field-expiry rules and the
+read-modify-CAS loop behind ``update``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from closedloop_bench.benchmarks import OverheadReport, OverheadRow, median_run, run_overhead_bench
+from closedloop_bench.benchmarks._overhead_profile import StepProfile
 
 
 async def test_every_loop_is_measured_against_the_same_floor() -> None:
@@ -10,7 +11,7 @@ async def test_every_loop_is_measured_against_the_same_floor() -> None:
     loops = [r.loop for r in report.rows]
     assert loops[0] == "plain while loop" and "LangGraph StateGraph" in loops
     assert any(name.startswith("LangGraph StateGraph + its SQLite") for name in loops)
-    assert sum("closedloop" in name for name in loops) == 5
+    assert sum("closedloop" in name for name in loops) == 6
     assert report.floor_us > 0.0
     for r in report.rows:
         assert len(r.rounds) == 3 and r.per_step_us > 0.0 and r.overhead_us >= 0.0
@@ -58,6 +59,7 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
     assert profiled == [
         "LangGraph StateGraph",
         "closedloop, memory store, no trace",
+        "closedloop, memory store, read-only tool, no trace",
         "LangGraph StateGraph + its SQLite checkpointer (AsyncSqliteSaver, WAL)",
         "closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace",
     ]
@@ -69,6 +71,31 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
         own = "closedloop/agent/" if profile.loop.startswith("closedloop") else "langgraph/"
         assert any(own in line.function for line in profile.by_cumulative)
         assert not any("bench/_overhead" in line.function for line in profile.by_cumulative)
+        _check_stages(profile)
+
+
+def _check_stages(profile: StepProfile) -> None:
+    """closedloop's step in its stages, in the driver's order; LangGraph's has none."""
+    if not profile.loop.startswith("closedloop"):
+        assert profile.stages == []
+        return
+    names = [stage.stage for stage in profile.stages]
+    assert names == [
+        "project",
+        "propose",
+        "decide",
+        "act",
+        "measure",
+        "control",
+        "fold",
+        "record",
+        "commit",
+        "carried",
+        "(the step itself)",
+    ]
+    assert all(stage.cumulative_us >= 0.0 and stage.share >= 0.0 for stage in profile.stages)
+    # The stages and the step's own time make up the step: their shares add up to one.
+    assert abs(sum(stage.share for stage in profile.stages) - 1.0) < 0.01
 
 
 async def test_no_profile_when_no_profile_rounds() -> None:

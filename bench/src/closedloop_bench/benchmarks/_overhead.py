@@ -176,14 +176,18 @@ async def _time(
 GRAPH = "LangGraph StateGraph"
 GRAPH_SQLITE = "LangGraph StateGraph + its SQLite checkpointer (AsyncSqliteSaver, WAL)"
 MEMORY = "closedloop, memory store, no trace"
+MEMORY_READ_ONLY = "closedloop, memory store, read-only tool, no trace"
 READ_ONLY = "closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace"
 ONCE = "closedloop, SQLite (synchronous=FULL, default), once effect, no trace"
 NORMAL_TRACE = "closedloop, SQLite (synchronous=NORMAL), once effect + JSONL trace"
 FULL_TRACE = "closedloop, SQLite (synchronous=FULL, default), once effect + JSONL trace"
 
-PROFILED = (GRAPH, MEMORY, GRAPH_SQLITE, READ_ONLY)
+PROFILED = (GRAPH, MEMORY, MEMORY_READ_ONLY, GRAPH_SQLITE, READ_ONLY)
 """The variants profiled after the timed rounds: each closedloop row beside the LangGraph
 row it is held against, so their Python calls per step compare too."""
+
+STEP = ("closedloop/agent/_driver.py", "step")
+"""closedloop's step function: its direct callees are the stages a profile reports."""
 
 
 async def run_overhead_bench(
@@ -197,9 +201,9 @@ async def run_overhead_bench(
     group_rounds: int = 3,
 ) -> OverheadReport:
     """Measure every loop ``rounds`` times (after ``warmup`` rounds) on ``steps`` steps,
-    profile the memory-store and durable read-only variants and the two LangGraph loops
-    they are held against for ``profile_rounds`` more
-    (0: no profile), then measure group commit with each of ``group_sessions`` sessions at
+    profile the memory-store variants, the durable read-only one and the two LangGraph
+    loops they are held against for ``profile_rounds`` more (0: no profile; closedloop's
+    profiles split the step into its stages), then measure group commit with each of ``group_sessions`` sessions at
     once for ``group_rounds`` rounds (no sessions: not measured)."""
     require_int_at_least("steps", steps, 1)
     require_int_at_least("rounds", rounds, 3)
@@ -227,6 +231,9 @@ async def run_overhead_bench(
             GRAPH: langgraph_run(model, steps),
             GRAPH_SQLITE: langgraph_run(model, steps, await counter.open(root / "graph.db")),
             MEMORY: closedloop_run(model, steps, store(MEMORY, MemoryStore()), None),
+            MEMORY_READ_ONLY: closedloop_run(
+                model, steps, store(MEMORY_READ_ONLY, MemoryStore()), None, read_only
+            ),
             READ_ONLY: closedloop_run(model, steps, sqlite(READ_ONLY), None, read_only),
             ONCE: closedloop_run(model, steps, sqlite(ONCE), None),
             NORMAL_TRACE: closedloop_run(
@@ -237,7 +244,14 @@ async def run_overhead_bench(
         try:
             timed = await _timed_rounds(variants, model, stores, counter, warmup, rounds)
             profiles = [
-                await profile_loop(name, variants[name], model.reset, steps=steps, rounds=n)
+                await profile_loop(
+                    name,
+                    variants[name],
+                    model.reset,
+                    steps=steps,
+                    rounds=n,
+                    step=STEP if name.startswith("closedloop") else None,
+                )
                 for name in PROFILED
                 for n in [profile_rounds]
                 if n

@@ -10,7 +10,9 @@ read, and the µs are the profiled ones. The clock is the thread's CPU time.
 from __future__ import annotations
 
 import cProfile
+import linecache
 import pstats
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["ProfileLine", "StepProfile", "profile_loop", "render_profiles"]
+__all__ = ["ProfileLine", "StageLine", "StepProfile", "profile_loop", "render_profiles"]
 
 
 class ProfileLine(BaseModel):
@@ -32,6 +34,18 @@ class ProfileLine(BaseModel):
     self_us: float = Field(description="profiled µs per step inside the function itself")
     cumulative_us: float = Field(description="profiled µs per step inside it and its callees")
     share: float = Field(description="cumulative time over the whole profiled step")
+
+
+class StageLine(BaseModel):
+    """One stage of a step: a function the step function calls directly."""
+
+    model_config = ConfigDict(frozen=True)
+    stage: str = Field(description="the function's name")
+    function: str = Field(description="module path:line(name), shortened")
+    cumulative_us: float = Field(
+        description="profiled µs per step inside it and its callees, called from the step"
+    )
+    share: float = Field(description="its cumulative time over the step function's")
 
 
 class StepProfile(BaseModel):
@@ -47,6 +61,11 @@ class StepProfile(BaseModel):
     )
     by_cumulative: list[ProfileLine]
     by_self: list[ProfileLine]
+    stages: list[StageLine] = Field(
+        default_factory=list,
+        description="the step function's direct callees in the order of their first call, "
+        "then the step's own time (empty where no step function was named or found)",
+    )
 
 
 def _short(filename: str, line: int, name: str) -> str:
@@ -68,8 +87,11 @@ async def profile_loop(
     steps: int,
     rounds: int = 5,
     top: int = 25,
+    step: tuple[str, str] | None = None,
 ) -> StepProfile:
-    """Profile ``rounds`` runs of ``run`` and keep the ``top`` functions (harness left out)."""
+    """Profile ``rounds`` runs of ``run`` and keep the ``top`` functions (harness left out);
+    ``step`` (a file path's ending and a function's name) names the loop's step function,
+    whose direct callees are reported as its stages."""
     # CPU time of this thread, not wall time: waiting on the store's thread is not work.
     profiler = cProfile.Profile(time.thread_time)
     for _ in range(rounds):
@@ -106,7 +128,51 @@ async def profile_loop(
         calls_per_step=round(calls_in_step / per_step, 1),
         by_cumulative=sorted(lines, key=lambda x: -x.cumulative_us)[:top],
         by_self=sorted(lines, key=lambda x: -x.self_us)[:top],
+        stages=[] if step is None else _stages(table, step, per_step),
     )
+
+
+def _stages(
+    table: dict[tuple[str, int, str], tuple[Any, ...]], step: tuple[str, str], per_step: int
+) -> list[StageLine]:
+    """The time each direct callee of the step function spent when called from it, in the
+    order the step's source first calls them, then the step's own time."""
+    ending, name = step
+    parents = [key for key in table if key[0].endswith(ending) and key[2] == name]
+    if len(parents) != 1:
+        return []
+    parent = parents[0]
+    step_s = table[parent][3]
+    source = _source_of(parent)
+    stages: list[tuple[int, str, str, float]] = []
+    for (filename, line, function), entry in table.items():
+        via = entry[4].get(parent)  # this callee's calls from the step: (cc, nc, tt, ct)
+        if via is not None:
+            found = re.search(rf"\b{re.escape(function)}\(", source)
+            at = found.start() if found is not None else len(source)
+            stages.append(
+                (at if at >= 0 else len(source), function, _short(filename, line, function), via[3])
+            )
+    stages.sort()
+    own = max(0.0, step_s - sum(seconds for *_, seconds in stages))
+    rows = [(stage, label, seconds) for _, stage, label, seconds in stages]
+    rows.append(("(the step itself)", _short(*parent), own))
+    return [
+        StageLine(
+            stage=stage,
+            function=label,
+            cumulative_us=round(seconds / per_step * 1e6, 2),
+            share=round(seconds / step_s, 4) if step_s > 0 else 0.0,
+        )
+        for stage, label, seconds in rows
+    ]
+
+
+def _source_of(key: tuple[str, int, str]) -> str:
+    """The step function's source, from its first line to the file's end (enough to find
+    where each callee is first called)."""
+    filename, line, _ = key
+    return "".join(linecache.getlines(filename)[max(0, line - 1) :])
 
 
 def render_profiles(profiles: list[StepProfile], console: Console, *, top: int = 15) -> None:
@@ -128,3 +194,12 @@ def render_profiles(profiles: list[StepProfile], console: Console, *, top: int =
                 f"{line.self_us:.1f}",
             )
         console.print(table)
+        if profile.stages:
+            stages = Table(title=f"the step by stage: {profile.loop}")
+            for col in ("stage", "cum µs/step", "share of the step"):
+                stages.add_column(col, justify="left" if col == "stage" else "right")
+            for stage in profile.stages:
+                stages.add_row(
+                    stage.stage, f"{stage.cumulative_us:.1f}", f"{100 * stage.share:.0f} %"
+                )
+            console.print(stages)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from closedloop_bench.benchmarks import OverheadReport, OverheadRow, median_run, run_overhead_bench
+from closedloop_bench.benchmarks._overhead_loops import ZeroLatencyModel, langgraph_react_run
 from closedloop_bench.benchmarks._overhead_profile import StepProfile
 
 
@@ -11,6 +14,7 @@ async def test_every_loop_is_measured_against_the_same_floor() -> None:
     loops = [r.loop for r in report.rows]
     assert loops[0] == "plain while loop" and "LangGraph StateGraph" in loops
     assert any(name.startswith("LangGraph StateGraph + its SQLite") for name in loops)
+    assert any(name.startswith("LangGraph prebuilt ReAct agent") for name in loops)
     assert sum("closedloop" in name for name in loops) == 6
     assert report.floor_us > 0.0
     for r in report.rows:
@@ -58,6 +62,7 @@ async def test_the_report_counts_commits_and_says_where_the_time_goes() -> None:
     profiled = [p.loop for p in report.profiles]
     assert profiled == [
         "LangGraph StateGraph",
+        "LangGraph prebuilt ReAct agent (create_react_agent, ToolNode, a chat model)",
         "closedloop, memory store, no trace",
         "closedloop, memory store, read-only tool, no trace",
         "LangGraph StateGraph + its SQLite checkpointer (AsyncSqliteSaver, WAL)",
@@ -96,6 +101,15 @@ def _check_stages(profile: StepProfile) -> None:
     assert all(stage.cumulative_us >= 0.0 and stage.share >= 0.0 for stage in profile.stages)
     # The stages and the step's own time make up the step: their shares add up to one.
     assert abs(sum(stage.share for stage in profile.stages) - 1.0) < 0.01
+
+
+async def test_the_prebuilt_react_agent_does_the_same_steps() -> None:
+    model = ZeroLatencyModel(3)
+    result = await langgraph_react_run(model, 3)()
+    tool_results = [m.content for m in result["messages"] if m.type == "tool"]
+    # Each of the three calls ran the tool (n doubled), then the final answer ended it.
+    assert [json.loads(text)["double"] for text in tool_results] == [0, 2, 4]
+    assert result["messages"][-1].content == "done"
 
 
 async def test_no_profile_when_no_profile_rounds() -> None:

@@ -41,9 +41,9 @@ from ._overhead import (
     OverheadReport,
     OverheadRow,
     median_run,
-    render_overhead,
     run_overhead_bench,
 )
+from ._overhead_render import render_overhead
 from ._ray import RayExecutor
 from ._report import (
     REPORT_SCHEMA_VERSION,

@@ -5,9 +5,10 @@ tool, then a final answer, proposed by a zero-latency deterministic model. Each 
 per step, less the time the model and tool calls take by themselves (the floor, measured in
 the same run), is its overhead. Loops: a plain while loop, a LangGraph ``StateGraph`` (agent
 node, tools node, conditional edge) without a checkpointer and with its own SQLite one,
-and closedloop's ``Agent`` with everything on (sensing, PID per step type, ESO and
-protocols, compare-and-set state) on the memory store and on SQLite, the tool read-only
-or a ``once`` effect (claimed and committed in the effect ledger), with and without the
+LangGraph's prebuilt ReAct agent (a LangChain chat model, ``ToolNode``), and closedloop's
+``Agent`` with everything on (sensing, PID per step type, ESO and protocols,
+compare-and-set state) on the memory store and on SQLite, the tool read-only or a
+``once`` effect (claimed and committed in the effect ledger), with and without the
 JSONL trace. Variants run interleaved, round after round, and the median round counts. CPU
 time per step (the process's, every thread included) is compared too: on a shared machine
 the wall time measures the neighbours. The synced commits a run makes are counted on both
@@ -27,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
-from rich.table import Table
 
 from closedloop._validation import require_int_at_least
 from closedloop.execution import EffectClass
@@ -40,16 +39,16 @@ from ._overhead_loops import (
     ZeroLatencyModel,
     closedloop_run,
     floor_run,
+    langgraph_react_run,
     langgraph_run,
     plain_run,
 )
-from ._overhead_profile import StepProfile, profile_loop, render_profiles
+from ._overhead_profile import StepProfile, profile_loop
 
 __all__ = [
     "OverheadReport",
     "OverheadRow",
     "median_run",
-    "render_overhead",
     "run_overhead_bench",
 ]
 
@@ -80,6 +79,9 @@ class OverheadRow(BaseModel):
         default=None,
         description="for the durable loops, the same as a multiple of LangGraph's with its "
         "own SQLite checkpointer",
+    )
+    cpu_vs_langgraph_react: float | None = Field(
+        default=None, description="the same as a multiple of LangGraph's prebuilt ReAct agent's"
     )
     store_thread_cpu_us: float | None = Field(
         default=None,
@@ -152,6 +154,8 @@ def _ratios(report: OverheadReport) -> dict[str, float | None]:
         out[row.loop] = _round(row.cpu_vs_langgraph)
         if row.cpu_vs_langgraph_sqlite is not None:
             out[f"{row.loop} · sqlite"] = _round(row.cpu_vs_langgraph_sqlite)
+        if row.cpu_vs_langgraph_react is not None and row.loop.startswith("closedloop"):
+            out[f"{row.loop} · react"] = _round(row.cpu_vs_langgraph_react)
     return out
 
 
@@ -175,6 +179,7 @@ async def _time(
 
 GRAPH = "LangGraph StateGraph"
 GRAPH_SQLITE = "LangGraph StateGraph + its SQLite checkpointer (AsyncSqliteSaver, WAL)"
+GRAPH_REACT = "LangGraph prebuilt ReAct agent (create_react_agent, ToolNode, a chat model)"
 MEMORY = "closedloop, memory store, no trace"
 MEMORY_READ_ONLY = "closedloop, memory store, read-only tool, no trace"
 READ_ONLY = "closedloop, SQLite (synchronous=FULL, default), read-only tool, no trace"
@@ -182,7 +187,7 @@ ONCE = "closedloop, SQLite (synchronous=FULL, default), once effect, no trace"
 NORMAL_TRACE = "closedloop, SQLite (synchronous=NORMAL), once effect + JSONL trace"
 FULL_TRACE = "closedloop, SQLite (synchronous=FULL, default), once effect + JSONL trace"
 
-PROFILED = (GRAPH, MEMORY, MEMORY_READ_ONLY, GRAPH_SQLITE, READ_ONLY)
+PROFILED = (GRAPH, GRAPH_REACT, MEMORY, MEMORY_READ_ONLY, GRAPH_SQLITE, READ_ONLY)
 """The variants profiled after the timed rounds: each closedloop row beside the LangGraph
 row it is held against, so their Python calls per step compare too."""
 
@@ -230,6 +235,7 @@ async def run_overhead_bench(
             "plain while loop": lambda: plain_run(model, steps),
             GRAPH: langgraph_run(model, steps),
             GRAPH_SQLITE: langgraph_run(model, steps, await counter.open(root / "graph.db")),
+            GRAPH_REACT: langgraph_react_run(model, steps),
             MEMORY: closedloop_run(model, steps, store(MEMORY, MemoryStore()), None),
             MEMORY_READ_ONLY: closedloop_run(
                 model, steps, store(MEMORY_READ_ONLY, MemoryStore()), None, read_only
@@ -375,6 +381,7 @@ def _report(
                 cpu_us=own[name],
                 cpu_vs_langgraph=over(name, GRAPH),
                 cpu_vs_langgraph_sqlite=over(name, GRAPH_SQLITE) if durable else None,
+                cpu_vs_langgraph_react=over(name, GRAPH_REACT),
                 store_thread_cpu_us=_median(side, name),
                 commits_per_run=per_run,
                 commits_per_step=None if per_run is None else per_run / (steps + 1),
@@ -433,63 +440,3 @@ def _notes(steps: int, rounds: int) -> list[str]:
 
 def _at_most(value: float | None, limit: float) -> bool | None:
     return None if value is None else value <= limit
-
-
-def render_overhead(report: OverheadReport, console: Console) -> None:
-    """The table of µs per step and the targets."""
-    table = Table(title=f"per-step overhead ({report.steps} steps, floor {report.floor_us:.1f} µs)")
-    columns = (
-        "loop",
-        "µs/step",
-        "CPU µs/step",
-        "CPU × LangGraph",
-        "CPU × LangGraph+SQLite",
-        "store thread CPU µs",
-        "commits/run",
-        "commits/step",
-        "overhead µs",
-        "× LangGraph",
-        "% of 10 ms call",
-    )
-    for col in columns:
-        table.add_column(col, justify="left" if col == "loop" else "right")
-
-    def cell(value: float | None, digits: int = 1) -> str:
-        return "—" if value is None else f"{value:.{digits}f}"
-
-    for row in report.rows:
-        table.add_row(
-            row.loop,
-            f"{row.per_step_us:.1f}",
-            cell(row.cpu_us),
-            cell(row.cpu_vs_langgraph, 2),
-            cell(row.cpu_vs_langgraph_sqlite, 2),
-            cell(row.store_thread_cpu_us),
-            cell(row.commits_per_run, 1),
-            cell(row.commits_per_step, 2),
-            f"{row.overhead_us:.1f}",
-            cell(row.vs_langgraph, 2),
-            f"{100 * row.share_of_10ms_call:.2f}",
-        )
-    console.print(table)
-    if report.group_commit:
-        group = Table(title="group commit: sessions at once on one SQLite file (FULL)")
-        for col in ("tool", "sessions", "steps", "commits", "commits/step", "CPU µs/step"):
-            group.add_column(col, justify="left" if col == "tool" else "right")
-        for g in report.group_commit:
-            group.add_row(
-                g.effect,
-                str(g.sessions),
-                str(g.steps),
-                f"{g.commits:.0f}",
-                f"{g.commits_per_step:.2f}",
-                f"{g.cpu_us_per_step:.0f}",
-            )
-        console.print(group)
-    console.print(f"load average {report.load} on {report.cpus} CPUs", highlight=False)
-    render_profiles(report.profiles, console)
-    for target, met in report.targets.items():
-        verdict = "n/a" if met is None else ("met" if met else "NOT met")
-        console.print(f"{target}: {verdict}", highlight=False)
-    for note in report.notes:
-        console.print(f"- {note}", highlight=False)

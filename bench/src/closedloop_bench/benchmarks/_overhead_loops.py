@@ -3,8 +3,9 @@
 ``steps`` calls of one in-memory tool, then a final answer, proposed by a zero-latency
 deterministic model (each answer a prebuilt ``Completion``): a plain while loop, a LangGraph
 ``StateGraph`` without a checkpointer and with its own SQLite one (``AsyncSqliteSaver``, a
-checkpoint committed per node, as LangGraph's durable execution does), and closedloop's
-``Agent`` on a given store, with the tool read-only or a ``once`` effect.
+checkpoint committed per node, as LangGraph's durable execution does), LangGraph's prebuilt
+ReAct agent (``create_react_agent``: a LangChain chat model, ``ToolNode``, message objects),
+and closedloop's ``Agent`` on a given store, with the tool read-only or a ``once`` effect.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "ZeroLatencyModel",
     "closedloop_run",
     "floor_run",
+    "langgraph_react_run",
     "langgraph_run",
     "plain_run",
     "work",
@@ -208,3 +210,64 @@ def closedloop_run(
         return result
 
     return run
+
+
+def langgraph_react_run(model: ZeroLatencyModel, steps: int) -> Callable[[], Awaitable[Any]]:
+    """LangGraph's prebuilt ReAct agent on the same steps, no checkpointer: the zero-latency
+    model answers through a LangChain chat model (its tool calls as ``AIMessage.tool_calls``)
+    and ``ToolNode`` runs the tool, a LangChain tool, with message objects in the state."""
+    import warnings
+
+    from langchain_core.tools import StructuredTool
+    from langgraph.prebuilt import create_react_agent
+
+    tool = StructuredTool.from_function(coroutine=work, name="work", description="Doubles n.")
+    with warnings.catch_warnings():
+        # Deprecated since LangGraph 1.0, moved to langchain.agents.create_agent (langchain
+        # is not installed here); still the agent LangGraph itself ships.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        agent = create_react_agent(_chat_model(model), [tool])
+    config: Any = {"recursion_limit": 2 * steps + 5}
+
+    async def run() -> Any:
+        return await agent.ainvoke({"messages": [("user", "task")]}, config=config)
+
+    return run
+
+
+def _chat_model(model: ZeroLatencyModel) -> Any:
+    """``model`` as a LangChain chat model: each reply's JSON action becomes a tool call."""
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class ZeroLatencyChat(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "zero-latency"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self  # the replies are fixed: nothing to bind
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            raise NotImplementedError("the overhead loops are async")
+
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            completion = await model.complete("x")
+            action = json.loads(completion.text)
+            if "final" in action:
+                message = AIMessage(content=action["final"])
+            else:
+                call = {
+                    "name": action["tool"],
+                    "args": action["arguments"],
+                    "id": completion.call_id,
+                }
+                message = AIMessage(content="", tool_calls=[call])
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    return ZeroLatencyChat()

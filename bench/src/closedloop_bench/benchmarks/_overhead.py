@@ -206,10 +206,11 @@ async def run_overhead_bench(
     group_rounds: int = 3,
 ) -> OverheadReport:
     """Measure every loop ``rounds`` times (after ``warmup`` rounds) on ``steps`` steps,
-    profile the memory-store variants, the durable read-only one and the two LangGraph
+    profile the memory-store variants, the durable read-only one and the three LangGraph
     loops they are held against for ``profile_rounds`` more (0: no profile; closedloop's
-    profiles split the step into its stages), then measure group commit with each of ``group_sessions`` sessions at
-    once for ``group_rounds`` rounds (no sessions: not measured)."""
+    profiles split the step into its stages), then measure group commit with each of
+    ``group_sessions`` sessions at once for ``group_rounds`` rounds (no sessions: not
+    measured)."""
     require_int_at_least("steps", steps, 1)
     require_int_at_least("rounds", rounds, 3)
     require_int_at_least("warmup", warmup, 0)

@@ -63,8 +63,9 @@ class StepProfile(BaseModel):
     by_self: list[ProfileLine]
     stages: list[StageLine] = Field(
         default_factory=list,
-        description="the step function's direct callees in the order of their first call, "
-        "then the step's own time (empty where no step function was named or found)",
+        description="the step function's direct callees, in the order its source first "
+        "calls them, then the step's own time (empty where no step function was named or "
+        "found)",
     )
 
 
@@ -148,11 +149,9 @@ def _stages(
     for (filename, line, function), entry in table.items():
         via = entry[4].get(parent)  # this callee's calls from the step: (cc, nc, tt, ct)
         if via is not None:
-            found = re.search(rf"\b{re.escape(function)}\(", source)
-            at = found.start() if found is not None else len(source)
-            stages.append(
-                (at if at >= 0 else len(source), function, _short(filename, line, function), via[3])
-            )
+            called = re.search(rf"\b{re.escape(function)}\(", source)
+            at = called.start() if called is not None else len(source)
+            stages.append((at, function, _short(filename, line, function), via[3]))
     stages.sort()
     own = max(0.0, step_s - sum(seconds for *_, seconds in stages))
     rows = [(stage, label, seconds) for _, stage, label, seconds in stages]

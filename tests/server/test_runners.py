@@ -98,6 +98,26 @@ async def test_a_runner_is_cancelled_by_cancelling_its_task(make_harness: Harnes
     assert status["status"] == "cancelled" and status["message"] == "cancelled on request"
 
 
+async def test_a_runner_cancelled_before_its_task_began_is_recorded_cancelled(
+    make_harness: HarnessFactory,
+) -> None:
+    harness = await make_harness(registry=runner_registry([]), model=RoutingModel(delay_s=5.0))
+    alice = harness.client("alice")
+    sid = await new_session(alice)
+    principal = await harness.service.keys.verify(harness.keys["alice"])
+    assert principal is not None
+    store = harness.service.scoped(principal)
+    record, started = await harness.service.runs.start_or_join(
+        store, sid, "calc", "Add 1 and 1.", {}
+    )
+    # In the same turn of the event loop: the run's task exists but has not begun.
+    assert started and harness.service.runs.cancel(store, f"{sid}/{record['id']}")
+    await harness.settle()
+    status = (await alice.get(f"/v1/sessions/{sid}/runs/{record['id']}")).json()
+    assert status["status"] == "cancelled" and status["message"] == "cancelled on request"
+    assert harness.service.runs.local_runs == 0
+
+
 @pytest.mark.integration
 async def test_the_weather_reference_agent_runs_against_a_real_world(
     make_harness: HarnessFactory,

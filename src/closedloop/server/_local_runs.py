@@ -18,11 +18,23 @@ __all__ = ["LocalRuns"]
 
 @dataclass
 class _Local:
-    """A run executing in this process: its task, and the event that asks it to stop."""
+    """A run executing in this process: its task, and the event that asks it to stop.
+
+    ``started`` is set by the run's coroutine as it begins: a task cancelled before that
+    never runs a line of it, so nothing would record the run as cancelled.
+    """
 
     cancel: asyncio.Event
     agent_watches_cancel: bool = True
     task: asyncio.Task[None] = field(init=False)
+    started: bool = False
+
+    def stop(self) -> None:
+        """Ask the run to stop: the event for an ``Agent``; a runner's task is cancelled
+        too once it has begun (before, the run sees the event as it begins)."""
+        self.cancel.set()
+        if not self.agent_watches_cancel and self.started:
+            self.task.cancel()
 
 
 class LocalRuns:
@@ -49,9 +61,7 @@ class LocalRuns:
         local = self._local.get(f"{store_scope(store)}/{key}")
         if local is None:
             return False
-        local.cancel.set()
-        if not local.agent_watches_cancel:
-            local.task.cancel()
+        local.stop()
         return True
 
     async def stop_session(self, store: StateStore, session_id: str, timeout_s: float) -> None:
@@ -59,9 +69,7 @@ class LocalRuns:
         prefix = f"{store_scope(store)}/{session_id}/"
         jobs = [(k, v) for k, v in self._local.items() if k.startswith(prefix)]
         for _, local in jobs:
-            local.cancel.set()
-            if not local.agent_watches_cancel:
-                local.task.cancel()
+            local.stop()
         if jobs:
             await asyncio.wait([local.task for _, local in jobs], timeout=timeout_s)
         for _, local in jobs:

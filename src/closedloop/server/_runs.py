@@ -371,6 +371,7 @@ class RunManager(LocalRuns):
         handover_id: str | None,
         recover: bool = False,
     ) -> None:
+        local.started = True
         sink = ctx.trace
         assert sink is not None
         run_id = ctx.run_id
@@ -379,6 +380,8 @@ class RunManager(LocalRuns):
         self.metrics.runs_active.inc()
         try:
             try:
+                if local.cancel.is_set() and not local.agent_watches_cancel:
+                    raise asyncio.CancelledError  # stopped before it began (_Local.stop)
                 result = await drive(agent, task, ctx, sink, local.cancel, handover_id, recover)
             except ReconciliationRequiredError as exc:
                 if not recover:

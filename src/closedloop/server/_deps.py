@@ -95,8 +95,10 @@ class Service:
         return dropped
 
 
-def service_of(request: Request) -> Service:
+async def service_of(request: Request) -> Service:
     """The app's :class:`Service`."""
+    # A coroutine, though it awaits nothing: FastAPI runs a plain function dependency on
+    # its thread pool, a thread hop on every request for one attribute read.
     service: Service = request.app.state.service
     return service
 
